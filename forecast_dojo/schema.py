@@ -1,0 +1,259 @@
+"""The data model: documents, events and their on-disk forms (versioned, validated on load).
+
+An :class:`Event` is one episode; its ``cutoffs`` are the instants of its forecast steps. A
+:class:`Document` is one dated text; it is visible at a step iff ``available_at < cutoff``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.timeutil import InstantError, iso, parse_instant, to_micros
+
+EVENTS_FORMAT_VERSION = 1
+PROBABILITY_TOLERANCE = 1e-6
+
+
+class SchemaError(ValueError):
+    """A record that does not satisfy the documented schema; the message names the record and field."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One dated text of a corpus.
+
+    ``available_at`` is when the text became available (a day-precision date means the END of that UTC
+    day); ``date_source`` names the rule that dated it (e.g. ``"wikipedia-day-page"``, ``"jsonld:datePublished"``).
+    """
+
+    id: str
+    title: str
+    text: str
+    published_at: datetime
+    available_at: datetime
+    url: str | None = None
+    source: str | None = None
+    date_source: str = "given"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise SchemaError(f"document id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise SchemaError(f"document {self.id!r}: text must be a non-empty string")
+        for name in ("published_at", "available_at"):
+            value = getattr(self, name)
+            if not isinstance(value, datetime) or value.tzinfo is None:
+                raise SchemaError(f"document {self.id!r}: {name} must be an aware datetime, got {value!r}")
+        if self.available_at < self.published_at:
+            raise SchemaError(f"document {self.id!r}: available_at precedes published_at")
+
+
+@dataclass(frozen=True)
+class MarketPoint:
+    """The market's (or crowd's) probabilities over the K outcomes at one instant."""
+
+    at: datetime
+    probabilities: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One resolved question: an episode whose steps are forecasts at ``cutoffs``.
+
+    ``outcome`` is the realized label; it and ``market`` never reach the agent.
+    """
+
+    id: str
+    question: str
+    outcomes: tuple[str, ...]
+    outcome: str
+    open_at: datetime
+    close_at: datetime
+    resolved_at: datetime
+    cutoffs: tuple[datetime, ...]
+    background: str = ""
+    resolution_criteria: str = ""
+    source: str = ""
+    url: str | None = None
+    tags: tuple[str, ...] = ()
+    market: tuple[MarketPoint, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        where = f"event {self.id!r}"
+        if not isinstance(self.id, str) or not self.id:
+            raise SchemaError(f"event id must be a non-empty string, got {self.id!r}")
+        if not self.question.strip():
+            raise SchemaError(f"{where}: empty question")
+        if len(self.outcomes) < 2 or len(set(self.outcomes)) != len(self.outcomes):
+            raise SchemaError(f"{where}: needs K >= 2 distinct outcome labels, got {list(self.outcomes)}")
+        if self.outcome not in self.outcomes:
+            raise SchemaError(f"{where}: outcome {self.outcome!r} is not one of {list(self.outcomes)}")
+        if not self.cutoffs:
+            raise SchemaError(f"{where}: no forecast cutoffs")
+        if list(self.cutoffs) != sorted(set(self.cutoffs)):
+            raise SchemaError(f"{where}: cutoffs must be strictly increasing")
+        if not self.open_at <= self.close_at <= self.resolved_at:
+            raise SchemaError(f"{where}: need open_at <= close_at <= resolved_at")
+        if self.cutoffs[-1] > self.resolved_at:
+            raise SchemaError(f"{where}: a cutoff lies after the resolution")
+        for point in self.market:
+            check_distribution(point.probabilities, len(self.outcomes), where=f"{where} market at {iso(point.at)}")
+        if [p.at for p in self.market] != sorted(p.at for p in self.market):
+            raise SchemaError(f"{where}: market series must be ordered by time")
+
+    @property
+    def outcome_index(self) -> int:
+        return self.outcomes.index(self.outcome)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.cutoffs)
+
+    def market_at(self, instant: datetime) -> tuple[float, ...] | None:
+        """The latest market belief at or before ``instant`` (evaluation only; never shown to the agent)."""
+        latest = None
+        for point in self.market:
+            if point.at <= instant:
+                latest = point.probabilities
+            else:
+                break
+        return latest
+
+
+def check_distribution(values: Sequence[float], k: int, *, where: str = "distribution") -> tuple[float, ...]:
+    """Validate a probability vector of length ``k``; renormalize tiny rounding; raise otherwise."""
+    if len(values) != k:
+        raise SchemaError(f"{where}: expected {k} probabilities, got {len(values)}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise SchemaError(f"{where}: probabilities must be finite numbers >= 0, got {v!r}")
+        out.append(float(v))
+    total = sum(out)
+    if abs(total - 1.0) > 1e-3:
+        raise SchemaError(f"{where}: probabilities sum to {total:.6g}, not 1")
+    return tuple(v / total for v in out)
+
+
+# ---------------------------------------------------------------- events on disk (JSONL or parquet)
+
+
+def event_to_record(event: Event) -> dict[str, Any]:
+    """The documented JSON form of an event (format version ``EVENTS_FORMAT_VERSION``)."""
+    return {
+        "format_version": EVENTS_FORMAT_VERSION,
+        "id": event.id,
+        "question": event.question,
+        "background": event.background,
+        "resolution_criteria": event.resolution_criteria,
+        "outcomes": list(event.outcomes),
+        "outcome": event.outcome,
+        "open_at": iso(event.open_at),
+        "close_at": iso(event.close_at),
+        "resolved_at": iso(event.resolved_at),
+        "cutoffs": [iso(c) for c in event.cutoffs],
+        "source": event.source,
+        "url": event.url,
+        "tags": list(event.tags),
+        "market": [{"at": iso(p.at), "probabilities": list(p.probabilities)} for p in event.market],
+        "extra": json.dumps(event.extra, sort_keys=True),
+    }
+
+
+def event_from_record(record: dict[str, Any]) -> Event:
+    """Parse and validate one event record; errors name the event and the field."""
+    rid = record.get("id", "<no id>")
+    version = record.get("format_version", EVENTS_FORMAT_VERSION)
+    if version != EVENTS_FORMAT_VERSION:
+        raise SchemaError(f"event {rid!r}: unsupported format_version {version} (this library reads {EVENTS_FORMAT_VERSION})")
+    missing = [k for k in ("id", "question", "outcomes", "outcome", "open_at", "close_at", "resolved_at", "cutoffs") if record.get(k) is None]
+    if missing:
+        raise SchemaError(f"event {rid!r}: missing field(s) {missing}")
+    try:
+        extra = record.get("extra") or {}
+        if isinstance(extra, str):
+            extra = json.loads(extra)
+        return Event(
+            id=str(record["id"]),
+            question=str(record["question"]),
+            background=str(record.get("background") or ""),
+            resolution_criteria=str(record.get("resolution_criteria") or ""),
+            outcomes=tuple(str(o) for o in record["outcomes"]),
+            outcome=str(record["outcome"]),
+            open_at=parse_instant(record["open_at"]),
+            close_at=parse_instant(record["close_at"]),
+            resolved_at=parse_instant(record["resolved_at"]),
+            cutoffs=tuple(parse_instant(c) for c in record["cutoffs"]),
+            source=str(record.get("source") or ""),
+            url=record.get("url"),
+            tags=tuple(record.get("tags") or ()),
+            market=tuple(
+                MarketPoint(parse_instant(p["at"]), tuple(float(x) for x in p["probabilities"]))
+                for p in (record.get("market") or ())
+            ),
+            extra=dict(extra),
+        )
+    except (InstantError, KeyError, TypeError, json.JSONDecodeError) as err:
+        raise SchemaError(f"event {rid!r}: {err}") from err
+
+
+def save_events(events: Iterable[Event], path: str | Path) -> Path:
+    """Write events as JSONL (``.jsonl``) or parquet (``.parquet``), in the given order."""
+    path = Path(path)
+    records = [event_to_record(e) for e in events]
+    ids = [r["id"] for r in records]
+    if len(ids) != len(set(ids)):
+        raise SchemaError("duplicate event ids: " + ", ".join(sorted({i for i in ids if ids.count(i) > 1})))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(records), path)
+    elif path.suffix == ".jsonl":
+        tmp = path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for record in records:
+                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        tmp.replace(path)
+    else:
+        raise SchemaError(f"{path}: events files end in .jsonl or .parquet")
+    return path
+
+
+def load_events(path: str | Path) -> list[Event]:
+    """Read and validate an events file (JSONL or parquet). Any bad record fails the whole load."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"events file not found: {path}")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        records = pq.read_table(path).to_pylist()
+    elif path.suffix == ".jsonl":
+        records = []
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        records.append(json.loads(line))
+                    except json.JSONDecodeError as err:
+                        raise SchemaError(f"{path}:{lineno}: not JSON: {err}") from err
+    else:
+        raise SchemaError(f"{path}: events files end in .jsonl or .parquet")
+    events = [event_from_record(r) for r in records]
+    ids = [e.id for e in events]
+    if len(ids) != len(set(ids)):
+        raise SchemaError(f"{path}: duplicate event ids")
+    return events
+
+
+def cutoff_micros(event: Event) -> list[int]:
+    return [to_micros(c) for c in event.cutoffs]
