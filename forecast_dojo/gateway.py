@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
+import pyarrow as pa
+
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.timeutil import to_micros
@@ -31,19 +34,34 @@ class VisibleDocument:
     source: str | None
     url: str | None
     available_us: int
+    published_us: int
 
 
 class CutoffView:
     """The corpus as it was just before one cutoff."""
 
-    def __init__(self, corpus: Corpus, retriever: Retriever | None, cutoff: datetime) -> None:
+    def __init__(
+        self,
+        corpus: Corpus,
+        retriever: Retriever | None,
+        cutoff: datetime,
+        published_us: np.ndarray,
+        hidden_ids: frozenset[str] = frozenset(),
+    ) -> None:
         self.corpus = corpus
         self.retriever = retriever
         self.cutoff_us = to_micros(cutoff)
         self.n_visible = corpus.n_visible(self.cutoff_us)
+        self.published_us = published_us
+        self.hidden_rows = frozenset(r for r in (corpus.row_of(i) for i in hidden_ids) if r is not None)
 
     def is_visible(self, row: int) -> bool:
-        return 0 <= row < self.n_visible and int(self.corpus.available_us[row]) < self.cutoff_us
+        """Available strictly before the cutoff, and not excluded for this event (leakage screen)."""
+        return (
+            0 <= row < self.n_visible
+            and int(self.corpus.available_us[row]) < self.cutoff_us
+            and row not in self.hidden_rows
+        )
 
     def assert_before_cutoff(self, available_us: int) -> None:
         """The last line of defence: fail loudly if anything at or after the cutoff was exposed."""
@@ -54,7 +72,8 @@ class CutoffView:
         """Rows and scores of visible documents for a query; rows outside the view are dropped."""
         if self.retriever is None:
             raise RuntimeError("this view has no retriever")
-        hits = self.retriever.search(query, self.n_visible, top_k)
+        # Ask for a few more when some rows are hidden for this event, so hiding does not shorten lists.
+        hits = self.retriever.search(query, self.n_visible, top_k + len(self.hidden_rows))
         return [(row, score) for row, score in hits if self.is_visible(row)][:top_k]
 
     def get(self, doc_id: str) -> VisibleDocument | None:
@@ -70,6 +89,7 @@ class CutoffView:
             source=self.corpus.field("source", row),
             url=self.corpus.field("url", row),
             available_us=int(self.corpus.available_us[row]),
+            published_us=int(self.published_us[row]),
         )
 
 
@@ -79,6 +99,8 @@ class TemporalGateway:
     def __init__(self, corpus: Corpus, retriever: Retriever | None) -> None:
         self.corpus = corpus
         self.retriever = retriever
+        self.published_us = corpus.table.column("published_at").cast(pa.int64()).to_numpy()
 
-    def at(self, cutoff: datetime) -> CutoffView:
-        return CutoffView(self.corpus, self.retriever, cutoff)
+    def at(self, cutoff: datetime, hidden_ids: frozenset[str] = frozenset()) -> CutoffView:
+        """The corpus as seen just before ``cutoff``; ``hidden_ids`` are excluded for this event."""
+        return CutoffView(self.corpus, self.retriever, cutoff, self.published_us, hidden_ids)

@@ -104,7 +104,9 @@ class Event:
         if self.cutoffs[-1] > self.resolved_at:
             raise SchemaError(f"{where}: a cutoff lies after the resolution")
         for point in self.market:
-            check_distribution(point.probabilities, len(self.outcomes), where=f"{where} market at {iso(point.at)}")
+            check_distribution(
+                point.probabilities, len(self.outcomes), where=f"{where} market at {iso(point.at)}"
+            )
         if [p.at for p in self.market] != sorted(p.at for p in self.market):
             raise SchemaError(f"{where}: market series must be ordered by time")
 
@@ -172,8 +174,14 @@ def event_from_record(record: dict[str, Any]) -> Event:
     rid = record.get("id", "<no id>")
     version = record.get("format_version", EVENTS_FORMAT_VERSION)
     if version != EVENTS_FORMAT_VERSION:
-        raise SchemaError(f"event {rid!r}: unsupported format_version {version} (this library reads {EVENTS_FORMAT_VERSION})")
-    missing = [k for k in ("id", "question", "outcomes", "outcome", "open_at", "close_at", "resolved_at", "cutoffs") if record.get(k) is None]
+        raise SchemaError(
+            f"event {rid!r}: unsupported format_version {version} (this library reads {EVENTS_FORMAT_VERSION})"
+        )
+    missing = [
+        k
+        for k in ("id", "question", "outcomes", "outcome", "open_at", "close_at", "resolved_at", "cutoffs")
+        if record.get(k) is None
+    ]
     if missing:
         raise SchemaError(f"event {rid!r}: missing field(s) {missing}")
     try:

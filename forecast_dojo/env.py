@@ -1,0 +1,476 @@
+"""``ForecastDojoEnv``: one resolved event per episode, one forecast step per cutoff.
+
+Contract (see README for the full version):
+
+* ``reset(event_id=None, *, seed=None, options=None)`` opens step ``options.get("step", 0)``.
+  The observation's ``messages`` are the system prompt and the step's question prompt.
+* ``step(action)`` takes one assistant turn (OpenAI message dict or text with ``<tool_call>`` blocks),
+  runs its tool calls in order and returns the new messages: tool results and notices, or, when the
+  turn ended the step, the next step's prompt. When ``obs["step"]`` changes, the agent starts a
+  fresh conversation from ``obs["messages"]``: nothing else carries over (in ``memory="notebook"``
+  mode the prompt includes the notebook the agent submitted).
+* Reward is 0 on research turns and a proper score of the forecast when a step ends;
+  ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
+  must never be fed back to the agent.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from forecast_dojo import __version__
+from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.corpus.retrieval import Retriever
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.gateway import TemporalGateway
+from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
+from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.schema import Event
+from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
+from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
+from forecast_dojo.timeutil import iso
+from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
+from forecast_dojo.trajectory import TrajectoryWriter, normalize_message
+
+MEMORY_MODES = ("none", "notebook")
+MAX_STEPS_PER_EVENT = 64
+RESULT_SUMMARY_CHARS = 300
+
+PythonRunner = Callable[[str], tuple[str, "str | None"]]
+
+
+def sandbox_python_runner(code: str) -> tuple[str, str | None]:
+    """Run code in the bubblewrap sandbox; (output, error). Fails closed when no sandbox is available."""
+    from forecast_dojo.sandbox import run_python
+
+    result = run_python(code)
+    output = result.stdout
+    if result.stderr:
+        output = f"{output}\n[stderr]\n{result.stderr}" if output else f"[stderr]\n{result.stderr}"
+    if result.error:
+        return output, result.error
+    if not result.ok:
+        return output, f"the program exited with code {result.exit_code}"
+    return output, None
+
+
+class ForecastDojoEnv(gym.Env):
+    """A gymnasium environment over resolved events and a dated corpus (see module docstring)."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        events: Sequence[Event],
+        corpus: Corpus,
+        retriever: Retriever,
+        *,
+        memory: str = "none",
+        reward: str = "brier",
+        budgets: Budgets | None = None,
+        tools: Sequence[str] = TOOL_NAMES,
+        python_runner: PythonRunner | None = sandbox_python_runner,
+        log_dir: str | Path | None = None,
+        run_metadata: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if not events:
+            raise ValueError("an environment needs at least one event")
+        if memory not in MEMORY_MODES:
+            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+        if reward not in SCORING_RULES:
+            raise ValueError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
+        unknown_tools = set(tools) - set(TOOL_NAMES)
+        if unknown_tools or "submit_forecast" not in tools:
+            raise ValueError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.events = list(events)
+        self._by_id = {e.id: e for e in self.events}
+        if len(self._by_id) != len(self.events):
+            raise ValueError("duplicate event ids")
+        too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
+        if too_long:
+            raise ValueError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
+        self.corpus = corpus
+        self.gateway = TemporalGateway(corpus, retriever)
+        self.memory = memory
+        self.reward_name = reward
+        self.budgets = budgets or Budgets()
+        self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
+        self.python_runner = python_runner if "python" in self.enabled_tools else None
+        self.render_mode = render_mode
+        self.run_metadata = {
+            "package_version": __version__,
+            "corpus_content_hash": corpus.content_hash,
+            "corpus_embedder": corpus.embedder_name,
+            "retriever": getattr(retriever, "name", type(retriever).__name__),
+            "memory": memory,
+            "reward": reward,
+            "budgets": {"max_tool_calls": self.budgets.max_tool_calls, "max_turns": self.budgets.max_turns},
+            "tools": list(self.enabled_tools),
+            "n_events": len(self.events),
+            **(run_metadata or {}),
+        }
+        self._log_dir = Path(log_dir) if log_dir is not None else None
+        self._writer: TrajectoryWriter | None = None
+        self._schemas = tool_schemas(memory, self.enabled_tools)
+        self._system_prompt = system_prompt(memory, self._schemas)
+
+        self.action_space = AssistantTurn()
+        self.observation_space = spaces.Dict(
+            {
+                "messages": ChatMessages(),
+                "event_id": UnicodeText(max_length=512),
+                "forecast_date": UnicodeText(max_length=10),
+                "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
+                "n_steps": spaces.Discrete(MAX_STEPS_PER_EVENT + 1),
+            }
+        )
+        self._event: Event | None = None
+        self._done = True
+
+    # ------------------------------------------------------------------ public API
+
+    @classmethod
+    def from_spec(cls, path: str | Path, **overrides: Any) -> ForecastDojoEnv:
+        """The env an ``envs/<name>.toml`` spec describes (see ``forecast_dojo.spec``)."""
+        from forecast_dojo.spec import make_from_spec_file
+
+        return make_from_spec_file(path, **overrides)
+
+    @classmethod
+    def synthetic(cls, **overrides: Any) -> ForecastDojoEnv:
+        """The embedded synthetic world (built and cached on first use)."""
+        from forecast_dojo.spec import make_synthetic_env
+
+        return make_synthetic_env(**overrides)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
+        return copy.deepcopy(self._schemas)
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The current step's whole transcript so far (system, prompt, turns, tool results)."""
+        return copy.deepcopy(self._messages)
+
+    @property
+    def event(self) -> Event | None:
+        return self._event
+
+    def reset(
+        self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"event_id", "step", "notebook"}
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook")
+        event_id = event_id if event_id is not None else options.get("event_id")
+        if event_id is None:
+            event = self.events[int(self.np_random.integers(len(self.events)))]
+        elif event_id in self._by_id:
+            event = self._by_id[event_id]
+        else:
+            raise KeyError(f"unknown event id {event_id!r} ({len(self.events)} events in this environment)")
+        start = options.get("step", 0)
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < event.n_steps:
+            raise ValueError(
+                f"options['step'] must be an integer in [0, {event.n_steps}) for event {event.id!r}"
+            )
+        notebook = None
+        if options.get("notebook") is not None:
+            if self.memory != "notebook":
+                raise ValueError("options['notebook'] needs memory='notebook'")
+            try:
+                notebook = parse_notebook(
+                    options["notebook"], event.outcomes, forecast_date=event.cutoffs[start].date()
+                )
+            except NotebookError as err:
+                raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
+        self._event = event
+        self._done = False
+        self._episode_return = 0.0
+        self._begin_step(start, notebook, None)
+        return self._observation(self._messages), self._info(step_ended=False)
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._done or self._event is None:
+            raise RuntimeError("the episode is over (or never started): call reset() first")
+        self._turns += 1
+        parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
+        self._messages.append(parsed.message())
+        self._add_usage(parsed)
+        new: list[dict[str, Any]] = []
+        submission: ToolResult | None = None
+        if parsed.error:
+            new.append(self._notice(f"Error: {parsed.error}"))
+        for call in parsed.tool_calls:
+            if submission is not None:
+                new.append(self._tool_message(call, "not run: the step already ended with your forecast"))
+                continue
+            result = self._run_tool(call)
+            if result.submitted:
+                submission = result
+            new.append(
+                self._tool_message(call, result.content if result.error is None else f"Error: {result.error}")
+            )
+        if not parsed.tool_calls and not parsed.error:
+            new.append(
+                self._notice(
+                    "No tool call found. Research with the tools, or call submit_forecast to finish this step."
+                )
+            )
+        self._messages.extend(new)
+
+        if submission is None and self._forced:
+            # The agent was told to submit and did not: record the uniform fallback and move on.
+            submission = ToolResult("", forecast=None, submitted=True, extra={"fallback": "budget"})
+        elif submission is None and self._budget_spent():
+            self._forced = True
+            notice = self._notice(
+                "Budget spent for this step: call submit_forecast now. Any other tool call will be refused."
+            )
+            self._messages.append(notice)
+            new.append(notice)
+
+        if submission is None:
+            return self._observation(new), 0.0, False, False, self._info(step_ended=False)
+        return self._end_step(submission, new)
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi":
+            return None
+        return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    # ------------------------------------------------------------------ step mechanics
+
+    def _begin_step(self, step: int, notebook: Notebook | None, note: str | None) -> None:
+        event = self._event
+        assert event is not None
+        self._step = step
+        self._turns = 0
+        self._tool_calls = 0
+        self._forced = False
+        self._usage = {"prompt_tokens": None, "completion_tokens": None}
+        self._notebook_in = notebook
+        self._tool_log: list[dict[str, Any]] = []
+        cutoff = event.cutoffs[step]
+        hidden = frozenset(self._excluded_ids(event, step))
+        self._view = self.gateway.at(cutoff, hidden_ids=hidden)
+        runner = self.python_runner if "python" in self.enabled_tools else None
+        self._tools = ForecastTools(
+            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
+        )
+        prompt = step_prompt(
+            event, step, self.budgets, self.memory, notebook if self.memory == "notebook" else None, note
+        )
+        self._messages = [
+            {
+                "role": "system",
+                "content": self._system_prompt,
+                "tool_calls": None,
+                "tool_call_id": None,
+                "name": None,
+            },
+            {"role": "user", "content": prompt, "tool_calls": None, "tool_call_id": None, "name": None},
+        ]
+
+    @staticmethod
+    def _excluded_ids(event: Event, step: int) -> list[str]:
+        """Documents a leakage screen excluded for this event: ``extra["excluded_doc_ids"]`` (list, or per step)."""
+        excluded = event.extra.get("excluded_doc_ids")
+        if not excluded:
+            return []
+        if isinstance(excluded, list):
+            return [str(x) for x in excluded]
+        if isinstance(excluded, dict):
+            ids = list(excluded.get("all", []))
+            ids += excluded.get(str(step), []) + excluded.get(iso(event.cutoffs[step]), [])
+            return [str(x) for x in ids]
+        raise ValueError(f"event {event.id!r}: extra['excluded_doc_ids'] must be a list or a dict")
+
+    def _budget_spent(self) -> bool:
+        return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
+
+    def _run_tool(self, call: ToolCall) -> ToolResult:
+        if call.error is not None:
+            result = ToolResult("", error=call.error)
+        elif call.name not in self.enabled_tools:
+            result = ToolResult(
+                "", error=f"unknown tool {call.name!r}; available: {', '.join(self.enabled_tools)}"
+            )
+        elif call.name != "submit_forecast" and (
+            self._forced or self._tool_calls >= self.budgets.max_tool_calls
+        ):
+            result = ToolResult("", error="tool budget spent for this step: call submit_forecast now")
+        else:
+            if call.name != "submit_forecast":
+                self._tool_calls += 1
+            assert call.arguments is not None
+            result = self._tools.call(call.name, call.arguments)
+            if result.max_available_us is not None:
+                self._view.assert_before_cutoff(result.max_available_us)
+        self._tool_log.append(
+            {
+                "id": call.id,
+                "name": call.name,
+                "arguments": call.raw_arguments,
+                "result": (result.content or "")[:RESULT_SUMMARY_CHARS],
+                "doc_ids": list(result.doc_ids),
+                "error": result.error,
+            }
+        )
+        return result
+
+    def _end_step(self, submission: ToolResult, new: list[dict[str, Any]]):
+        event = self._event
+        assert event is not None
+        flags: list[str] = []
+        if submission.extra.get("fallback") == "budget":
+            flags.append("no_submission")
+        if submission.forecast is None:
+            if submission.forecast_error is not None:
+                flags.append("invalid_forecast")
+            forecast = uniform(len(event.outcomes))
+        else:
+            forecast = submission.forecast
+        notebook_out = submission.notebook if self.memory == "notebook" else None
+        if self.memory == "notebook" and notebook_out is None:
+            flags.append("no_notebook")
+        scores = all_scores(forecast, event.outcome_index)
+        reward = scores[self.reward_name]
+        self._episode_return += reward
+        record = self._step_record(forecast, flags, scores, reward, submission)
+        self._write(record)
+        step_info = {
+            "forecast": list(forecast),
+            "valid": submission.forecast is not None,
+            "flags": flags,
+            "scores": scores,
+            "cutoff": iso(event.cutoffs[self._step]),
+        }
+        finished_step = self._step
+        if self._step + 1 >= event.n_steps:
+            self._done = True
+            info = self._info(step_ended=True, **step_info)
+            info["episode"] = {"return": self._episode_return, "steps": event.n_steps}
+            obs = self._observation(new)
+            obs["step"] = finished_step
+            return obs, reward, True, False, info
+        note = None
+        if self.memory == "notebook" and notebook_out is None:
+            note = "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
+        self._begin_step(self._step + 1, notebook_out, note)
+        info = self._info(step_ended=True, finished_step=finished_step, **step_info)
+        return self._observation(list(self._messages)), reward, False, False, info
+
+    def _step_record(
+        self,
+        forecast: tuple[float, ...],
+        flags: list[str],
+        scores: dict[str, float],
+        reward: float,
+        submission: ToolResult,
+    ) -> dict[str, Any]:
+        event = self._event
+        assert event is not None
+        cutoff = event.cutoffs[self._step]
+        market = event.market_at(cutoff)
+        return {
+            "event_id": event.id,
+            "step": self._step,
+            "n_steps": event.n_steps,
+            "cutoff": iso(cutoff),
+            "forecast_date": cutoff.date().isoformat(),
+            "memory": self.memory,
+            "messages": [normalize_message(m) for m in self._messages],
+            "tools": json.dumps(self._schemas),
+            "tool_calls": self._tool_log,
+            "notebook_in": self._notebook_in.to_json() if self._notebook_in else None,
+            "notebook_out": submission.notebook.to_json() if submission.notebook else None,
+            "outcomes": list(event.outcomes),
+            "forecast": list(forecast),
+            "valid": submission.forecast is not None,
+            "flags": flags,
+            "forecast_error": submission.forecast_error,
+            "rationale": submission.rationale,
+            "scores": scores,
+            "reward": reward,
+            "outcome": event.outcome,
+            "outcome_index": event.outcome_index,
+            "market": list(market) if market is not None else None,
+            "budgets": {
+                "max_tool_calls": self.budgets.max_tool_calls,
+                "max_turns": self.budgets.max_turns,
+                "tool_calls_used": self._tool_calls,
+                "turns_used": self._turns,
+            },
+            "tokens": dict(self._usage),
+            "n_visible": self._view.n_visible,
+        }
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._log_dir is None:
+            return
+        if self._writer is None:
+            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata)
+        self._writer.write(record)
+
+    def _add_usage(self, parsed: ParsedAction) -> None:
+        for key, value in parsed.usage.items():
+            self._usage[key] = (self._usage[key] or 0) + value
+
+    # ------------------------------------------------------------------ observation helpers
+
+    @staticmethod
+    def _notice(text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text, "tool_calls": None, "tool_call_id": None, "name": None}
+
+    @staticmethod
+    def _tool_message(call: ToolCall, content: str) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "content": content,
+            "tool_calls": None,
+            "tool_call_id": call.id,
+            "name": call.name,
+        }
+
+    def _observation(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        event = self._event
+        assert event is not None
+        return {
+            "messages": copy.deepcopy(messages),
+            "event_id": event.id,
+            "forecast_date": event.cutoffs[self._step].date().isoformat(),
+            "step": self._step,
+            "n_steps": event.n_steps,
+        }
+
+    def _info(self, *, step_ended: bool, **extra: Any) -> dict[str, Any]:
+        event = self._event
+        assert event is not None
+        info = {
+            "event_id": event.id,
+            "step": self._step,
+            "turn": self._turns,
+            "tool_calls_used": self._tool_calls,
+            "budget_spent": self._forced,
+            "step_ended": step_ended,
+            "n_visible": self._view.n_visible,
+        }
+        info.update(copy.deepcopy(extra))
+        return info

@@ -1,0 +1,137 @@
+"""The belief notebook: the only thing a memory-on agent carries from one forecast step to the next.
+
+It is a validated, size-capped structure, never free text, so that what crosses steps is auditable:
+
+```json
+{"assessment": {"<outcome label>": <probability>, ...},
+ "evidence": [{"claim": "...", "date": "YYYY-MM-DD", "doc_ids": ["..."]}],
+ "open_questions": ["..."]}
+```
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from forecast_dojo.schema import SchemaError, check_distribution
+
+MAX_NOTEBOOK_CHARS = 8000
+MAX_EVIDENCE = 40
+MAX_OPEN_QUESTIONS = 10
+MAX_CLAIM_CHARS = 500
+MAX_DOC_IDS_PER_CLAIM = 10
+
+
+class NotebookError(ValueError):
+    """A notebook that does not follow the schema; the message tells the agent what to fix."""
+
+
+@dataclass(frozen=True)
+class EvidenceEntry:
+    claim: str
+    date: str
+    doc_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """Current assessment (probabilities by outcome label), evidence ledger, open questions."""
+
+    assessment: tuple[tuple[str, float], ...]
+    evidence: tuple[EvidenceEntry, ...] = ()
+    open_questions: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "assessment": dict(self.assessment),
+            "evidence": [
+                {"claim": e.claim, "date": e.date, "doc_ids": list(e.doc_ids)} for e in self.evidence
+            ],
+            "open_questions": list(self.open_questions),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+
+
+def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date | None = None) -> Notebook:
+    """Validate a notebook (dict or JSON string) against the event's outcome labels.
+
+    Evidence may not be dated after ``forecast_date``: a notebook only records what was knowable.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise NotebookError(f"notebook is not valid JSON: {err}") from err
+    if not isinstance(value, dict):
+        raise NotebookError("notebook must be an object with keys 'assessment', 'evidence', 'open_questions'")
+    unknown = set(value) - {"assessment", "evidence", "open_questions"}
+    if unknown:
+        raise NotebookError(
+            f"notebook has unknown keys {sorted(unknown)}; allowed: assessment, evidence, open_questions"
+        )
+    assessment = value.get("assessment")
+    if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
+        raise NotebookError(
+            f"notebook.assessment must map every outcome label {list(outcomes)} to a probability"
+        )
+    try:
+        probabilities = check_distribution(
+            [assessment[label] for label in outcomes], len(outcomes), where="notebook.assessment"
+        )
+    except SchemaError as err:
+        raise NotebookError(str(err)) from err
+
+    evidence_raw = value.get("evidence", [])
+    if not isinstance(evidence_raw, list):
+        raise NotebookError("notebook.evidence must be a list")
+    if len(evidence_raw) > MAX_EVIDENCE:
+        raise NotebookError(f"notebook.evidence has {len(evidence_raw)} entries; keep at most {MAX_EVIDENCE}")
+    evidence = []
+    for i, entry in enumerate(evidence_raw):
+        where = f"notebook.evidence[{i}]"
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("claim"), str)
+            or not entry["claim"].strip()
+        ):
+            raise NotebookError(f"{where} must be an object with a non-empty 'claim' string")
+        if len(entry["claim"]) > MAX_CLAIM_CHARS:
+            raise NotebookError(f"{where}.claim is longer than {MAX_CLAIM_CHARS} characters")
+        if set(entry) - {"claim", "date", "doc_ids"}:
+            raise NotebookError(
+                f"{where} has unknown keys {sorted(set(entry) - {'claim', 'date', 'doc_ids'})}"
+            )
+        try:
+            day = date.fromisoformat(str(entry.get("date")))
+        except ValueError as err:
+            raise NotebookError(f"{where}.date must be a YYYY-MM-DD date") from err
+        if forecast_date is not None and day > forecast_date:
+            raise NotebookError(f"{where}.date {day} is after the forecast date {forecast_date}")
+        doc_ids = entry.get("doc_ids", [])
+        if not isinstance(doc_ids, list) or not all(isinstance(d, str) for d in doc_ids):
+            raise NotebookError(f"{where}.doc_ids must be a list of document id strings")
+        if len(doc_ids) > MAX_DOC_IDS_PER_CLAIM:
+            raise NotebookError(f"{where}.doc_ids has more than {MAX_DOC_IDS_PER_CLAIM} ids")
+        evidence.append(EvidenceEntry(entry["claim"].strip(), day.isoformat(), tuple(doc_ids)))
+
+    questions = value.get("open_questions", [])
+    if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
+        raise NotebookError("notebook.open_questions must be a list of strings")
+    if len(questions) > MAX_OPEN_QUESTIONS:
+        raise NotebookError(
+            f"notebook.open_questions has {len(questions)} entries; keep at most {MAX_OPEN_QUESTIONS}"
+        )
+    notebook = Notebook(
+        assessment=tuple(zip(outcomes, probabilities, strict=True)),
+        evidence=tuple(evidence),
+        open_questions=tuple(q.strip() for q in questions),
+    )
+    size = len(notebook.to_json())
+    if size > MAX_NOTEBOOK_CHARS:
+        raise NotebookError(f"notebook is {size} characters as JSON; the cap is {MAX_NOTEBOOK_CHARS}")
+    return notebook

@@ -1,0 +1,97 @@
+"""The text the agent sees at the start of each forecast step.
+
+Only fields of the event that are known before the question resolves go in here: never the outcome,
+the resolution instant, the market series or anything from ``Event.extra``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from forecast_dojo.notebook import Notebook
+from forecast_dojo.schema import Event
+from forecast_dojo.timeutil import iso
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-step limits. A research turn is one ``env.step`` call; tool calls count every call but the submission."""
+
+    max_tool_calls: int = 8
+    max_turns: int = 10
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls < 0 or self.max_turns < 1:
+            raise ValueError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+
+
+SYSTEM_PROMPT = """You are a careful forecaster. You will forecast the outcome of a question as of a fixed forecast date.
+
+Rules:
+- You can only see news available before the forecast date; treat that date as "today".
+- Use the tools to research: search the news archive, read documents that a search returned, and run Python for calculations.
+- Finish every step by calling submit_forecast with a probability for each outcome (they must sum to 1). Your forecast is scored with a proper scoring rule, so report your honest beliefs.
+{memory_rules}
+To call a tool, either use your tool-calling interface, or write one block per call in your reply:
+<tool_call>{{"name": "search", "arguments": {{"query": "..."}}}}</tool_call>
+
+Tools:
+{tools}"""
+
+MEMORY_RULES = {
+    "none": "- Each forecast date starts from scratch: nothing from earlier dates is carried over.",
+    "notebook": (
+        "- Memory: nothing from earlier forecast dates is carried over except your belief notebook. Pass it as the "
+        '`notebook` argument of submit_forecast: {"assessment": {label: probability}, "evidence": [{"claim": ..., '
+        '"date": "YYYY-MM-DD", "doc_ids": [...]}], "open_questions": [...]}. Keep it short; it is capped in size.'
+    ),
+}
+
+
+def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
+    tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
+    return SYSTEM_PROMPT.format(memory_rules=MEMORY_RULES[memory], tools=tools)
+
+
+def step_prompt(
+    event: Event,
+    step: int,
+    budgets: Budgets,
+    memory: str,
+    notebook: Notebook | None,
+    notebook_note: str | None = None,
+) -> str:
+    """The user message that opens step ``step`` of ``event``."""
+    cutoff = event.cutoffs[step]
+    lines = [
+        f"Question: {event.question}",
+        "",
+        f"Possible outcomes (exactly one will happen): {json.dumps(list(event.outcomes), ensure_ascii=False)}",
+    ]
+    if event.background.strip():
+        lines += ["", f"Background: {event.background.strip()}"]
+    if event.resolution_criteria.strip():
+        lines += ["", f"Resolution criteria: {event.resolution_criteria.strip()}"]
+    lines += [
+        "",
+        f"Forecast date: {cutoff.date().isoformat()} (step {step + 1} of {event.n_steps}). "
+        f"You see only documents available before {iso(cutoff)}; later news does not exist for you.",
+        # No close or resolution date: a market that closed early would reveal when (and so whether) it happened.
+        f"Question opened: {event.open_at.date().isoformat()}.",
+        f"Budget for this step: {budgets.max_tool_calls} tool calls and {budgets.max_turns} turns; then you must submit.",
+        "Answer by calling submit_forecast with probabilities for "
+        + ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
+        + ".",
+    ]
+    if memory == "notebook":
+        lines.append("")
+        if notebook is None:
+            lines.append("Your notebook from the previous forecast date: (none)")
+        else:
+            lines.append("Your notebook from the previous forecast date:")
+            lines.append(notebook.to_json())
+        if notebook_note:
+            lines.append(notebook_note)
+    return "\n".join(lines)

@@ -1,0 +1,273 @@
+"""The agent's tools: plain typed methods with docstrings, bound to one forecast step.
+
+Their JSON schemas are generated from the signatures and docstrings
+(``transformers.utils.get_json_schema``), so a tool is described exactly once. Every text a tool
+returns comes through the step's :class:`~forecast_dojo.gateway.CutoffView`, and every result
+records the latest ``available_at`` it exposed, which the env checks against the cutoff.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from forecast_dojo.gateway import CutoffView
+from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
+from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.timeutil import from_micros
+
+SNIPPET_CHARS = 500
+MAX_TOP_K = 20
+MAX_READ_CHARS = 20_000
+TOOL_NAMES = ("search", "read", "python", "submit_forecast")
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]?(?=\s|$)")
+UNIFORM_READ_ERROR = "no readable document with that id: read only ids returned by search in this step"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns: the text for the agent plus what the log and the leakage check need."""
+
+    content: str
+    error: str | None = None
+    doc_ids: tuple[str, ...] = ()
+    max_available_us: int | None = None
+    forecast: tuple[float, ...] | None = None
+    forecast_error: str | None = None
+    notebook: Notebook | None = None
+    rationale: str | None = None
+    submitted: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """At most ``limit`` characters of ``text``, cut after the last complete sentence that fits."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head)]
+    if ends:
+        return head[: ends[-1]]
+    cut = head[: limit - 1].rsplit(" ", 1)[0]
+    return cut + "\u2026"
+
+
+def _day(micros: int) -> str:
+    return from_micros(micros).date().isoformat()
+
+
+class ForecastTools:
+    """The tools of one forecast step. ``surfaced`` holds the ids that searches returned in this step."""
+
+    def __init__(
+        self,
+        view: CutoffView,
+        outcomes: tuple[str, ...],
+        forecast_date: date,
+        *,
+        memory: str = "none",
+        python_runner: Callable[[str], tuple[str, str | None]] | None = None,
+    ) -> None:
+        self.view = view
+        self.outcomes = outcomes
+        self.forecast_date = forecast_date
+        self.memory = memory
+        self.python_runner = python_runner
+        self.surfaced: set[str] = set()
+
+    # ------------------------------------------------------------------ the tools
+
+    def search(self, query: str, top_k: int = 10) -> ToolResult:
+        """Search the news archive for documents available before the forecast date.
+
+        Args:
+            query: What to look for, in plain words (names, places, topics).
+            top_k: How many results to return, from 1 to 20.
+        """
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult("", error="query must be a non-empty string")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            return ToolResult("", error=f"top_k must be an integer from 1 to {MAX_TOP_K}")
+        rows = self.view.search(query.strip(), top_k)
+        corpus = self.view.corpus
+        results, ids, latest = [], [], None
+        for row, score in rows:
+            doc_id = corpus.field("id", row)
+            available = int(corpus.available_us[row])
+            latest = available if latest is None else max(latest, available)
+            ids.append(doc_id)
+            results.append(
+                {
+                    "id": doc_id,
+                    "title": corpus.field("title", row) or "",
+                    "date": _day(int(self.view.published_us[row])),
+                    "source": corpus.field("source", row),
+                    "score": round(score, 4),
+                    "snippet": snippet(corpus.text(row)),
+                }
+            )
+        self.surfaced.update(ids)
+        return ToolResult(
+            json.dumps(results, ensure_ascii=False), doc_ids=tuple(ids), max_available_us=latest
+        )
+
+    def read(self, doc_id: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> ToolResult:
+        """Read the full text of a document that a search in this step returned, one page at a time.
+
+        Args:
+            doc_id: The id of a search result.
+            offset: Character offset to start from (use the previous page's next_offset).
+            limit: Maximum number of characters to return, up to 20000.
+        """
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            return ToolResult("", error="offset must be an integer >= 0")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_CHARS:
+            return ToolResult("", error=f"limit must be an integer from 1 to {MAX_READ_CHARS}")
+        document = self.view.get(doc_id) if isinstance(doc_id, str) and doc_id in self.surfaced else None
+        if document is None:
+            return ToolResult("", error=UNIFORM_READ_ERROR)
+        page = document.text[offset : offset + limit]
+        end = offset + len(page)
+        payload = {
+            "id": document.doc_id,
+            "title": document.title,
+            "date": _day(document.published_us),
+            "source": document.source,
+            "url": document.url,
+            "offset": offset,
+            "text": page,
+            "next_offset": end if end < len(document.text) else None,
+        }
+        return ToolResult(
+            json.dumps(payload, ensure_ascii=False),
+            doc_ids=(document.doc_id,),
+            max_available_us=document.available_us,
+        )
+
+    def python(self, code: str) -> ToolResult:
+        """Run Python code in an isolated sandbox (no network, no files, time and memory limits) and get its output.
+
+        Args:
+            code: A complete Python program; print what you want to see.
+        """
+        if not isinstance(code, str) or not code.strip():
+            return ToolResult("", error="code must be a non-empty string")
+        if self.python_runner is None:
+            return ToolResult("", error="the python tool is disabled in this environment")
+        output, error = self.python_runner(code)
+        return ToolResult(output, error=error)
+
+    def submit_forecast(
+        self,
+        probabilities: dict[str, float] | list[float],
+        notebook: dict | None = None,
+        rationale: str | None = None,
+    ) -> ToolResult:
+        """Submit your final probability forecast for this step; this ends the step.
+
+        Args:
+            probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
+            notebook: Memory mode only: your belief notebook to carry to the next step, an object with "assessment" (probability by outcome label), "evidence" (list of {"claim", "date", "doc_ids"}) and "open_questions" (list of strings).
+            rationale: A short explanation of the forecast (logged, not scored).
+        """
+        forecast, forecast_error = self._read_probabilities(probabilities)
+        parsed_notebook = None
+        if self.memory == "notebook" and notebook is not None:
+            try:
+                parsed_notebook = parse_notebook(notebook, self.outcomes, forecast_date=self.forecast_date)
+            except NotebookError as err:
+                return ToolResult("", error=f"notebook rejected, forecast not submitted: {err}")
+        if rationale is not None and not isinstance(rationale, str):
+            rationale = str(rationale)
+        message = (
+            "forecast recorded"
+            if forecast_error is None
+            else f"invalid forecast ({forecast_error}); the uniform distribution was recorded instead"
+        )
+        return ToolResult(
+            message,
+            forecast=forecast,
+            forecast_error=forecast_error,
+            notebook=parsed_notebook,
+            rationale=rationale,
+            submitted=True,
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _read_probabilities(self, value: Any) -> tuple[tuple[float, ...] | None, str | None]:
+        k = len(self.outcomes)
+        if isinstance(value, dict):
+            unknown = sorted(set(map(str, value)) - set(self.outcomes))
+            missing = [label for label in self.outcomes if label not in value]
+            if unknown or missing:
+                return (
+                    None,
+                    f"labels must be exactly {list(self.outcomes)} (unknown: {unknown}, missing: {missing})",
+                )
+            values = [value[label] for label in self.outcomes]
+        elif isinstance(value, list):
+            values = value
+        else:
+            return None, "probabilities must be an object keyed by outcome label or a list"
+        try:
+            return check_distribution(values, k, where="probabilities"), None
+        except SchemaError as err:
+            return None, str(err)
+
+    def functions(self) -> dict[str, Callable[..., ToolResult]]:
+        return {name: getattr(self, name) for name in TOOL_NAMES}
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run one tool by name with keyword arguments, turning every misuse into an error result."""
+        function = self.functions().get(name)
+        if function is None:
+            return ToolResult("", error=f"unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}")
+        signature = inspect.signature(function)
+        unknown = sorted(set(arguments) - set(signature.parameters))
+        if unknown:
+            return ToolResult(
+                "",
+                error=f"{name} got unexpected argument(s) {unknown}; it takes {list(signature.parameters)}",
+            )
+        missing = [
+            p.name
+            for p in signature.parameters.values()
+            if p.default is inspect.Parameter.empty and p.name not in arguments
+        ]
+        if missing:
+            return ToolResult("", error=f"{name} is missing required argument(s) {missing}")
+        return function(**arguments)
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_schemas_json(memory: str, enabled: tuple[str, ...]) -> str:
+    return json.dumps(_generate_tool_schemas(memory, enabled))
+
+
+def tool_schemas(memory: str = "none", enabled: tuple[str, ...] = TOOL_NAMES) -> list[dict[str, Any]]:
+    """OpenAI-style tool schemas, generated from the tool methods' signatures and docstrings (cached)."""
+    return json.loads(_tool_schemas_json(memory, tuple(enabled)))
+
+
+def _generate_tool_schemas(memory: str, enabled: tuple[str, ...]) -> list[dict[str, Any]]:
+    from transformers.utils import get_json_schema
+
+    schemas = []
+    for name in TOOL_NAMES:
+        if name not in enabled:
+            continue
+        # Bind to a placeholder instance so ``self`` is not part of the signature.
+        schema = get_json_schema(getattr(ForecastTools, name).__get__(object()))
+        schema["function"].pop("return", None)
+        if name == "submit_forecast" and memory != "notebook":
+            schema["function"]["parameters"]["properties"].pop("notebook", None)
+        schemas.append(schema)
+    return schemas

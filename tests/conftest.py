@@ -1,0 +1,155 @@
+"""Shared fixtures: a tiny hand-made world (instant to build) and the path to the real shared data."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo.corpus import Corpus, HashingEmbedder, build_corpus
+from forecast_dojo.corpus.retrieval import ExactDenseRetriever
+from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.schema import Document, Event, MarketPoint
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def shared_data_root() -> Path:
+    return Path(os.environ.get("FORECAST_DOJO_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    root = shared_data_root()
+    if not root.is_dir():
+        pytest.skip(f"real data not found at {root} (set FORECAST_DOJO_DATA)")
+    return root
+
+
+def tiny_documents() -> list[Document]:
+    """Daily documents over 60 days: evidence about two fictional events, noise, and post-resolution leaks."""
+    docs = []
+    for day in range(60):
+        at = T0 + timedelta(days=day, hours=12)
+        docs.append(
+            Document(
+                f"harbor-{day:02d}",
+                "Harbor Act",
+                f"Day {day}: lawmakers in Valdoria debated the Harbor Act; support appears to be growing.",
+                at,
+                at,
+                source="Valdoria Post",
+            )
+        )
+        docs.append(
+            Document(
+                f"noise-{day:02d}",
+                "Weather",
+                f"Day {day}: mild weather in Ostrava with light rain and a football match.",
+                at,
+                at,
+                source="Ostrava Times",
+            )
+        )
+        if day % 3 == 0:
+            docs.append(
+                Document(
+                    f"vote-{day:02d}",
+                    "Mayoral race",
+                    f"Day {day}: poll shows Mira Tolvanen ahead of Jonas Berg and Ada Quist in Ostrava.",
+                    at,
+                    at,
+                    source="Ostrava Times",
+                )
+            )
+    # Resolution announcements: available after the last cutoff, must never be visible.
+    docs.append(
+        Document(
+            "leak-harbor",
+            "Harbor Act passes",
+            "FINAL: Valdoria parliament PASSED the Harbor Act; the outcome is Yes.",
+            T0 + timedelta(days=45),
+            T0 + timedelta(days=45),
+            source="Valdoria Post",
+        )
+    )
+    docs.append(
+        Document(
+            "leak-vote",
+            "Tolvanen wins",
+            "FINAL: Mira Tolvanen wins the Ostrava mayoral election.",
+            T0 + timedelta(days=50),
+            T0 + timedelta(days=50),
+            source="Ostrava Times",
+        )
+    )
+    # Same-instant boundary document: available exactly at the first harbor cutoff, so invisible at it.
+    docs.append(
+        Document(
+            "boundary-harbor",
+            "Harbor Act boundary",
+            "Boundary note on the Harbor Act vote schedule.",
+            T0 + timedelta(days=10),
+            T0 + timedelta(days=10),
+            source="Valdoria Post",
+        )
+    )
+    return docs
+
+
+def tiny_events() -> list[Event]:
+    day = lambda n: T0 + timedelta(days=n)  # noqa: E731
+    return [
+        Event(
+            id="harbor",
+            question="Will the Valdorian parliament pass the Harbor Act by 2030-02-15?",
+            outcomes=("Yes", "No"),
+            outcome="Yes",
+            open_at=day(1),
+            close_at=day(44),
+            resolved_at=day(45),
+            cutoffs=(day(10), day(20), day(30)),
+            background="The Harbor Act would reform port fees in Valdoria.",
+            resolution_criteria="Resolves Yes if the Act passes its final vote by 2030-02-15.",
+            market=tuple(MarketPoint(day(n), (0.5 + n / 100, 0.5 - n / 100)) for n in range(1, 44, 3)),
+        ),
+        Event(
+            id="mayor",
+            question="Who will win the 2030 Ostrava mayoral election?",
+            outcomes=("Mira Tolvanen", "Jonas Berg", "Ada Quist"),
+            outcome="Mira Tolvanen",
+            open_at=day(2),
+            close_at=day(49),
+            resolved_at=day(50),
+            cutoffs=(day(15), day(25), day(35), day(45)),
+            background="Three candidates run for mayor of Ostrava.",
+        ),
+    ]
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("tiny") / "corpus"
+    build_corpus(tiny_documents(), out, HashingEmbedder(), progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tiny_corpus_dir: Path) -> Corpus:
+    return Corpus.load(tiny_corpus_dir)
+
+
+@pytest.fixture
+def make_tiny_env(tiny_corpus: Corpus):
+    """Factory for envs over the tiny world; python is disabled unless a runner is passed."""
+
+    def make(**kwargs) -> ForecastDojoEnv:
+        kwargs.setdefault("python_runner", None)
+        return ForecastDojoEnv(
+            tiny_events(), tiny_corpus, ExactDenseRetriever(tiny_corpus, HashingEmbedder()), **kwargs
+        )
+
+    return make
