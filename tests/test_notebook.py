@@ -1,0 +1,46 @@
+"""Notebook validation."""
+
+from datetime import date
+
+import pytest
+
+from forecast_dojo.notebook import MAX_NOTEBOOK_CHARS, NotebookError, parse_notebook
+
+OUTCOMES = ("A", "B", "C")
+
+
+def test_valid_notebook_round_trips_in_outcome_order():
+    notebook = parse_notebook(
+        '{"assessment": {"C": 0.2, "A": 0.5, "B": 0.3}, "evidence": [{"claim": "poll", "date": "2030-01-02", "doc_ids": ["d1"]}]}',
+        OUTCOMES,
+        forecast_date=date(2030, 1, 3),
+    )
+    assert notebook.to_dict()["assessment"] == {"A": 0.5, "B": 0.3, "C": 0.2}
+    assert list(notebook.to_dict()["assessment"]) == ["A", "B", "C"]
+    assert notebook.evidence[0].doc_ids == ("d1",)
+
+
+def test_size_cap():
+    evidence = [{"claim": "x" * 490, "date": "2030-01-01", "doc_ids": []} for _ in range(30)]
+    with pytest.raises(NotebookError, match=str(MAX_NOTEBOOK_CHARS)):
+        parse_notebook({"assessment": {"A": 1, "B": 0, "C": 0}, "evidence": evidence}, OUTCOMES)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [],
+        {"assessment": {"A": 1.0, "B": 0.0}},
+        {"assessment": {"A": float("nan"), "B": 0.5, "C": 0.5}},
+        {"assessment": {"A": 1, "B": 0, "C": 0}, "evidence": "lots"},
+        {"assessment": {"A": 1, "B": 0, "C": 0}, "evidence": [{"claim": "x", "date": "yesterday"}]},
+        {
+            "assessment": {"A": 1, "B": 0, "C": 0},
+            "evidence": [{"claim": "x", "date": "2030-01-01", "doc_ids": "d1"}],
+        },
+        {"assessment": {"A": 1, "B": 0, "C": 0}, "open_questions": [1, 2]},
+    ],
+)
+def test_malformed(value):
+    with pytest.raises(NotebookError):
+        parse_notebook(value, OUTCOMES)
