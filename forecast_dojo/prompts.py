@@ -95,3 +95,22 @@ def step_prompt(
         if notebook_note:
             lines.append(notebook_note)
     return "\n".join(lines)
+
+
+def parse_step_prompt(text: str) -> dict[str, Any]:
+    """Read back the fields of a :func:`step_prompt` (for scripted agents; the format is defined here once).
+
+    Returns ``question``, ``outcomes``, ``forecast_date`` and ``notebook`` (a dict, or None).
+    """
+    fields: dict[str, Any] = {"question": "", "outcomes": [], "forecast_date": "", "notebook": None}
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("Question: ") and not fields["question"]:
+            fields["question"] = line.removeprefix("Question: ")
+        elif line.startswith("Possible outcomes (exactly one will happen): "):
+            fields["outcomes"] = json.loads(line.split(": ", 1)[1])
+        elif line.startswith("Forecast date: "):
+            fields["forecast_date"] = line.removeprefix("Forecast date: ")[:10]
+        elif line == "Your notebook from the previous forecast date:" and index + 1 < len(lines):
+            fields["notebook"] = json.loads(lines[index + 1])
+    return fields

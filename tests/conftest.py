@@ -153,3 +153,27 @@ def make_tiny_env(tiny_corpus: Corpus):
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache holding the default synthetic world embedded with the instant hashing embedder."""
+    from forecast_dojo.synthetic import ensure_synthetic_world
+
+    cache = tmp_path_factory.mktemp("synthetic-cache")
+    ensure_synthetic_world(0, embedder="hashing", cache_dir=cache, progress=False)
+    return cache
+
+
+@pytest.fixture
+def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
+    """Factory for envs over the default synthetic world (hashing embedder, python disabled)."""
+    from forecast_dojo.spec import make_synthetic_env
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+
+    def make(**kwargs) -> ForecastDojoEnv:
+        kwargs.setdefault("python_runner", None)
+        return make_synthetic_env(embedder="hashing", **kwargs)
+
+    return make

@@ -1,0 +1,6 @@
+"""Evaluation: run agents over events, score them, compare with baselines (oracle, market, uniform)."""
+
+from forecast_dojo.evaluation.metrics import paired_difference, summarize
+from forecast_dojo.evaluation.runner import baseline_rows, run_episode, run_episodes
+
+__all__ = ["baseline_rows", "paired_difference", "run_episode", "run_episodes", "summarize"]
