@@ -219,9 +219,12 @@ class ForecastDojoEnv(gym.Env):
             result = self._run_tool(call)
             if result.submitted:
                 submission = result
-            new.append(
-                self._tool_message(call, result.content if result.error is None else f"Error: {result.error}")
+            text = (
+                result.content
+                if result.error is None
+                else f"Error: {result.error}\n{result.content}".rstrip("\n")
             )
+            new.append(self._tool_message(call, text))
         if not parsed.tool_calls and not parsed.error:
             new.append(
                 self._notice(

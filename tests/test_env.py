@@ -404,3 +404,18 @@ def test_vector_envs(make_tiny_env, tiny_corpus_dir):
         obs, rewards, terminated, truncated, infos = envs.step((submit, submit))
         assert rewards.tolist() == pytest.approx([-0.5, -0.5]) and list(obs["step"]) == [1, 1]
         envs.close()
+
+
+def test_python_tool_through_the_real_sandbox(make_tiny_env):
+    from forecast_dojo.env import sandbox_python_runner
+    from forecast_dojo.sandbox import sandbox_available
+
+    available, reason = sandbox_available()
+    if not available:
+        pytest.skip(f"no sandbox here: {reason}")
+    env = make_tiny_env(python_runner=sandbox_python_runner)
+    env.reset("harbor")
+    obs, *_ = env.step(call("python", code="import math\nprint(round(math.log(9), 4))"))
+    assert tool_contents(obs) == ["2.1972\n"]
+    obs, *_ = env.step(call("python", code="print(open('/etc/passwd').read())"))
+    assert tool_contents(obs)[0].startswith("Error:") and "FileNotFoundError" in tool_contents(obs)[0]

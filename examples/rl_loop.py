@@ -1,0 +1,69 @@
+"""The gymnasium loop with a hand-written policy: search once, read the top hit, submit.
+
+python examples/rl_loop.py            # on the embedded synthetic world (built and cached on first use)
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+
+import forecast_dojo  # noqa: F401  (registers the environment ids)
+
+
+def policy(messages: list[dict], state: dict) -> dict:
+    """A three-turn policy written against the observation contract only."""
+    if messages and messages[0]["role"] == "system":  # a new forecast step: fresh context
+        state.clear()
+        state["outcomes"] = json.loads(
+            messages[1]["content"].split("exactly one will happen): ", 1)[1].splitlines()[0]
+        )
+        question = messages[1]["content"].splitlines()[0].removeprefix("Question: ")
+        return {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "type": "function",
+                    "function": {"name": "search", "arguments": {"query": question, "top_k": 5}},
+                }
+            ],
+        }
+    if "read" not in state:
+        state["read"] = True
+        hits = json.loads(messages[0]["content"]) if messages[0]["content"].startswith("[") else []
+        if hits:
+            return f'<tool_call>{{"name": "read", "arguments": {{"doc_id": "{hits[0]["id"]}"}}}}</tool_call>'
+    k = len(state["outcomes"])
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "submit_forecast", "arguments": {"probabilities": [1 / k] * k}},
+            }
+        ],
+    }
+
+
+def main() -> None:
+    env = gym.make("forecast_dojo/Synthetic-v0", memory="none")
+    obs, info = env.reset(seed=0)
+    state: dict = {}
+    total, done = 0.0, False
+    while not done:
+        obs, reward, terminated, truncated, info = env.step(policy(obs["messages"], state))
+        total += reward
+        if info["step_ended"]:
+            print(
+                f"step {info.get('finished_step', info['step'])}: forecast {info['forecast']}  brier {info['scores']['brier']:.3f}"
+            )
+        done = terminated or truncated
+    print(f"episode {info['event_id']}: return {total:.3f}")
+    env.close()
+
+
+if __name__ == "__main__":
+    main()
