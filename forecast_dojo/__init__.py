@@ -8,9 +8,8 @@ and in the folders listed in ``FORECAST_DOJO_ENVS`` (``os.pathsep``-separated).
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 __version__ = "0.1.0"
 

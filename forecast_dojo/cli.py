@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as err:
-            if err.name == name:  # that job is not part of this installation
+            if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
+                # that job (or its package) is not part of this installation
                 continue
             raise
         module.register(subparsers)

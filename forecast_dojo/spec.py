@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from forecast_dojo.corpus.embedders import Embedder, get_embedder
 from forecast_dojo.corpus.retrieval import make_retriever

@@ -7,9 +7,8 @@ no timezone or float-rounding ambiguity anywhere between a corpus on disk and th
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
-UTC = timezone.utc
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -19,8 +18,12 @@ class InstantError(ValueError):
 
 
 def end_of_day(day: date) -> datetime:
-    """The instant a day-precision date becomes available: the END of that UTC day (next midnight)."""
-    return datetime.combine(day, time(0), tzinfo=UTC) + timedelta(days=1)
+    """The instant a day-precision date becomes available: the END of that UTC day.
+
+    That is the day's last microsecond (23:59:59.999999), so with the strict ``available_at < cutoff``
+    rule a cutoff at 00:00 UTC on day D sees day D-1 (and never anything of day D).
+    """
+    return datetime.combine(day, time(0), tzinfo=UTC) + timedelta(days=1, microseconds=-1)
 
 
 def parse_instant(value: object, *, date_means: str = "start") -> datetime:

@@ -1,0 +1,335 @@
+"""The events pipeline behind ``forecast-dojo events build``: import -> select -> schedule -> screen
+-> split -> write ``train.jsonl``, ``eval.jsonl``, ``all.jsonl``, ``report.json`` and ``report.md``.
+
+Every event that enters and does not come out is accounted for in the report, by stage and reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.events.leakage import LeakageConfig, LeakageFlag, apply_exclusions, screen_event
+from forecast_dojo.events.relevance import RelevanceIndex
+from forecast_dojo.events.result import ImportResult
+from forecast_dojo.events.schedule import ScheduleConfig, schedule_event
+from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
+from forecast_dojo.events.split import Window, split_events, split_stats
+from forecast_dojo.schema import Event, save_events
+
+OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "report.json", "report.md")
+
+
+class BuildConfigError(ValueError):
+    """A configuration file or value that does not match the documented options."""
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Everything that decides which events come out: filters, schedule, screen and split windows."""
+
+    train_window: Window
+    eval_window: Window
+    selection: SelectionConfig = field(default_factory=SelectionConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    leakage: LeakageConfig = field(default_factory=LeakageConfig)
+    min_eval_steps: int = 3
+    exclude_leaks: bool = True
+
+    def __post_init__(self) -> None:
+        if self.selection.buffer_days != self.schedule.buffer_days:
+            raise BuildConfigError(
+                f"selection.buffer_days ({self.selection.buffer_days}) must equal schedule.buffer_days ({self.schedule.buffer_days})"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "train_window": self.train_window.describe(),
+            "eval_window": self.eval_window.describe(),
+            "selection": asdict(self.selection),
+            "schedule": asdict(self.schedule),
+            "leakage": asdict(self.leakage),
+            "min_eval_steps": self.min_eval_steps,
+            "exclude_leaks": self.exclude_leaks,
+        }
+
+
+def override(section: Any, values: dict[str, Any], where: str) -> Any:
+    """A copy of a config dataclass with ``values`` applied; unknown keys and wrong types are errors."""
+    if not is_dataclass(section):
+        raise TypeError(f"{where}: not a config section")
+    known = {f.name: f for f in fields(section)}
+    changes = {}
+    for key, value in values.items():
+        if key not in known:
+            raise BuildConfigError(f"{where}: unknown option {key!r}; known: {sorted(known)}")
+        current = getattr(section, key)
+        if isinstance(current, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(current, (int, float)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = ok and (isinstance(current, float) or isinstance(value, int))
+        else:
+            ok = isinstance(value, type(current))
+        if not ok:
+            raise BuildConfigError(f"{where}.{key}: expected {type(current).__name__}, got {value!r}")
+        changes[key] = float(value) if isinstance(current, float) else value
+    return replace(section, **changes)
+
+
+def load_config_file(path: Path) -> dict[str, dict[str, Any]]:
+    """Sections ``selection``, ``schedule`` and ``leakage`` from a JSON or YAML file."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise BuildConfigError(f"{path}: expected a mapping of sections")
+    unknown = set(data) - {"selection", "schedule", "leakage"}
+    if unknown:
+        raise BuildConfigError(
+            f"{path}: unknown section(s) {sorted(unknown)}; known: selection, schedule, leakage"
+        )
+    for name, section in data.items():
+        if not isinstance(section, dict):
+            raise BuildConfigError(f"{path}: section {name!r} must be a mapping")
+    return data
+
+
+@dataclass
+class BuildOutput:
+    """The events of each split and the report that describes how they were made."""
+
+    train: list[Event]
+    eval: list[Event]
+    all: list[Event]
+    report: dict[str, Any]
+
+
+def build_events(
+    imports: Sequence[ImportResult],
+    config: BuildConfig,
+    *,
+    corpus: Corpus | None = None,
+    judge: EvidenceJudge | None = None,
+    progress: bool = True,
+) -> BuildOutput:
+    """Run selection, schedule, leakage screen and split over imported events; nothing is written."""
+    from tqdm.auto import tqdm
+
+    report: dict[str, Any] = {"config": config.as_dict(), "imports": [r.summary() for r in imports]}
+    events: list[Event] = []
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for result in imports:
+        for event in result.events:
+            if event.id in seen:
+                duplicates.append(event.id)
+                continue
+            seen.add(event.id)
+            events.append(event)
+    report["imported"] = {"events": len(events), "duplicate_ids_dropped": len(duplicates)}
+    if corpus is not None:
+        manifest = corpus.manifest
+        report["corpus"] = {
+            "path": str(corpus.path),
+            "documents": len(corpus),
+            "embedder": corpus.embedder_name,
+            "available_from": manifest.get("available_from"),
+            "available_to": manifest.get("available_to"),
+            "content_hash": corpus.content_hash,
+        }
+    else:
+        report["corpus"] = None
+
+    index = RelevanceIndex(corpus) if corpus is not None else None
+    selected = select_events(events, config.selection, index=index, judge=judge, progress=progress)
+    report["selection"] = selected.summary()
+
+    scheduled: list[Event] = []
+    no_dates: list[str] = []
+    for event in tqdm(selected.kept, desc="scheduling forecast dates", disable=not progress):
+        made = schedule_event(event, config.schedule, corpus)
+        if made is None:
+            no_dates.append(event.id)
+        else:
+            scheduled.append(made)
+    report["schedule"] = {
+        "scheduled": len(scheduled),
+        "dropped_no_forecast_dates": len(no_dates),
+        "dropped_examples": no_dates[:5],
+        "steps": dict(sorted(Counter(e.n_steps for e in scheduled).items())),
+        "fewer_than_min_steps": sum(e.n_steps < config.schedule.min_steps for e in scheduled),
+    }
+
+    flags: list[LeakageFlag] = []
+    if index is not None:
+        screened = []
+        for event in tqdm(scheduled, desc="leakage screen", disable=not progress):
+            found = screen_event(event, index, config.leakage)
+            flags.extend(found)
+            screened.append(apply_exclusions(event, found if config.exclude_leaks else []))
+        scheduled = screened
+    report["leakage"] = {
+        "run": index is not None,
+        "excluded_from_episodes": config.exclude_leaks,
+        "flagged_documents": len(flags),
+        "events_with_flags": len({f.event_id for f in flags}),
+        "flags": [asdict(f) for f in flags],
+    }
+
+    split = split_events(
+        scheduled, config.train_window, config.eval_window, min_eval_steps=config.min_eval_steps
+    )
+    report["split"] = {
+        "train": split_stats(split.train),
+        "eval": split_stats(split.eval),
+        "neither": {reason: len(ids) for reason, ids in sorted(split.neither.items())},
+    }
+    return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report)
+
+
+def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
+    """Write the events files and both reports into ``out_dir``; refuses to replace files unless asked."""
+    out = Path(out_dir)
+    existing = [name for name in OUTPUT_FILES if (out / name).exists()]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{out} already holds {existing}; pass overwrite=True (--overwrite) to replace them"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "train": save_events(output.train, out / "train.jsonl"),
+        "eval": save_events(output.eval, out / "eval.jsonl"),
+        "all": save_events(output.all, out / "all.jsonl"),
+    }
+    output.report["files"] = {name: str(path) for name, path in paths.items()}
+    (out / "report.json").write_text(json.dumps(output.report, indent=2, sort_keys=False, ensure_ascii=False))
+    (out / "report.md").write_text(render_markdown(output.report), encoding="utf-8")
+    paths["report_json"], paths["report_md"] = out / "report.json", out / "report.md"
+    return paths
+
+
+def _table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """The few lines printed after a build: what came in, what each stage removed, what came out."""
+    lines = []
+    for imp in report["imports"]:
+        skipped = ", ".join(f"{k} {v}" for k, v in imp["skipped"].items()) or "none"
+        lines.append(f"import {imp['source']}: {imp['events']} events (skipped: {skipped})")
+    sel = report["selection"]
+    removed = ", ".join(f"{k} {v}" for k, v in sel["removed"].items())
+    lines.append(
+        f"selection: kept {sel['kept']} (removed: {removed}; not run: {', '.join(sel['not_run']) or 'none'})"
+    )
+    sch = report["schedule"]
+    lines.append(
+        f"schedule: {sch['scheduled']} events, steps {sch['steps']}, no dates {sch['dropped_no_forecast_dates']}"
+    )
+    leak = report["leakage"]
+    if leak["run"]:
+        lines.append(
+            f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events"
+        )
+    else:
+        lines.append("leakage screen: not run (no corpus)")
+    for name in ("train", "eval"):
+        stats = report["split"][name]
+        lines.append(
+            f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
+        )
+    lines.append(f"neither split: {report['split']['neither']}")
+    return "\n".join(lines)
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """A readable report: inputs, each stage's removals, split statistics and the flagged documents."""
+    lines = ["# Events build report", "", "## Summary", "", "```", render_summary(report), "```", ""]
+    lines += ["## Configuration", "", "```json", json.dumps(report["config"], indent=2), "```", ""]
+    if report.get("corpus"):
+        c = report["corpus"]
+        lines += [
+            "## Corpus",
+            "",
+            f"{c['documents']} documents, {c['available_from']} to {c['available_to']}, embedder {c['embedder']}, at `{c['path']}`.",
+            "",
+        ]
+    lines += ["## Imports", ""]
+    for imp in report["imports"]:
+        lines += [f"### {imp['source']}: {imp['events']} events", ""]
+        lines += _table(sorted(imp["skipped"].items()), ("skipped because", "count")) + [""]
+        if imp["notes"]:
+            lines += _table(sorted(imp["notes"].items()), ("repaired / noted", "count")) + [""]
+    sel = report["selection"]
+    lines += [
+        "## Selection",
+        "",
+        f"Kept {sel['kept']} events. Not run: {', '.join(sel['not_run']) or 'none'}.",
+        "",
+    ]
+    lines += _table(
+        [(k, v, ", ".join(sel["removed_examples"].get(k, [])[:3])) for k, v in sel["removed"].items()],
+        ("filter", "removed", "examples"),
+    )
+    sch = report["schedule"]
+    lines += [
+        "",
+        "## Schedule",
+        "",
+        f"{sch['scheduled']} events scheduled; {sch['dropped_no_forecast_dates']} had no forecast date.",
+        "",
+    ]
+    lines += _table(list(sch["steps"].items()), ("steps", "events"))
+    lines += ["", "## Split", ""]
+    for name in ("train", "eval"):
+        stats = report["split"][name]
+        lines += [f"### {name}: {stats['events']} events", ""]
+        if stats["events"]:
+            lines += [
+                f"- outcomes: {stats['outcomes']}",
+                f"- K outcomes: {stats['k_outcomes']}",
+                f"- sources: {stats['sources']}",
+                f"- horizon (days from first cutoff to close): {stats['horizon_days']}",
+                f"- steps per event: {stats['steps']}",
+                f"- first cutoff {stats['first_cutoff']}, last close {stats['last_close']}",
+                "",
+            ]
+    lines += _table(list(report["split"]["neither"].items()), ("in neither split because", "events")) + [""]
+    leak = report["leakage"]
+    lines += ["## Leakage screen", ""]
+    if not leak["run"]:
+        lines += ["Not run (no corpus).", ""]
+    else:
+        lines += [
+            f"{leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events "
+            f"({'excluded from those steps' if leak['excluded_from_episodes'] else 'listed only, not excluded'}).",
+            "",
+        ]
+        rows = [
+            (
+                f["event_id"],
+                f["doc_id"],
+                f["first_step"],
+                f["available_at"],
+                ", ".join(f["resolution_terms"]),
+                f["excerpt"][:120].replace("|", "/"),
+            )
+            for f in leak["flags"]
+        ]
+        lines += _table(
+            rows, ("event", "document", "first step", "available at", "resolution terms", "excerpt")
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""``forecast-dojo events build``: real resolved questions -> train/eval events files and a report.
+
+Heavy work (reading sources, loading the corpus) happens only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+DATA_ENV = "FORECAST_DOJO_DATA"
+
+
+def default_data_root() -> Path:
+    """``$FORECAST_DOJO_DATA`` or ``../shared/data`` beside the repository."""
+    env = os.environ.get(DATA_ENV)
+    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``events`` command group (``events build``) to the top-level parser."""
+    events = subparsers.add_parser(
+        "events", help="build replayable events", description="Build replayable events."
+    )
+    commands = events.add_subparsers(dest="events_command", required=True)
+    build = commands.add_parser(
+        "build",
+        help="import, select, schedule, screen and split real events",
+        description=(
+            "Import resolved questions (ForecastBench and/or Polymarket exports), keep the ones worth replaying, "
+            "give each a forecast-date schedule, screen visible documents for leaked outcomes, split by time and "
+            "write train.jsonl, eval.jsonl, all.jsonl, report.json and report.md into --out."
+        ),
+    )
+    build.add_argument(
+        "--forecastbench",
+        type=Path,
+        help=f"ForecastBench folder (default: $ {DATA_ENV}/forecastbench or ../shared/data/forecastbench when no source is given)",
+    )
+    build.add_argument(
+        "--include-data-sources",
+        action="store_true",
+        help="also import ForecastBench data-source questions (acled, fred, ...)",
+    )
+    build.add_argument(
+        "--polymarket", type=Path, action="append", default=[], help="Polymarket export folder (repeatable)"
+    )
+    build.add_argument(
+        "--corpus",
+        type=Path,
+        help="corpus directory (evidence filter, schedule document counts, leakage screen)",
+    )
+    build.add_argument("--out", type=Path, required=True, help="output directory")
+    build.add_argument(
+        "--train-window", required=True, help="START:END ISO dates, inclusive, e.g. 2024-01-01:2025-10-31"
+    )
+    build.add_argument(
+        "--eval-window", required=True, help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28"
+    )
+    build.add_argument(
+        "--config", type=Path, help="JSON/YAML with sections selection, schedule, leakage overriding defaults"
+    )
+    build.add_argument("--seed", type=int, help="schedule tie-breaking seed (default 0)")
+    build.add_argument(
+        "--min-eval-steps", type=int, default=3, help="evaluation events need at least this many steps"
+    )
+    build.add_argument(
+        "--keep-leaks", action="store_true", help="list flagged documents but do not exclude them"
+    )
+    build.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    build.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Run one build from parsed arguments; prints the summary, returns the exit status."""
+    import sys
+    from dataclasses import replace
+
+    from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.events.build import (
+        BuildConfig,
+        BuildConfigError,
+        build_events,
+        load_config_file,
+        override,
+        render_summary,
+        write_outputs,
+    )
+    from forecast_dojo.events.forecastbench import load_forecastbench
+    from forecast_dojo.events.leakage import LeakageConfig
+    from forecast_dojo.events.polymarket import load_polymarket
+    from forecast_dojo.events.result import ImportResult
+    from forecast_dojo.events.schedule import ScheduleConfig
+    from forecast_dojo.events.selection import SelectionConfig
+    from forecast_dojo.events.split import SplitError, parse_window
+    from forecast_dojo.schema import SchemaError
+
+    progress = not args.no_progress
+    try:
+        sections = load_config_file(args.config) if args.config else {}
+        selection = override(SelectionConfig(), sections.get("selection", {}), "selection")
+        schedule = override(ScheduleConfig(), sections.get("schedule", {}), "schedule")
+        leakage = override(LeakageConfig(), sections.get("leakage", {}), "leakage")
+        if args.seed is not None:
+            schedule = replace(schedule, seed=args.seed)
+        config = BuildConfig(
+            train_window=parse_window(args.train_window),
+            eval_window=parse_window(args.eval_window),
+            selection=selection,
+            schedule=schedule,
+            leakage=leakage,
+            min_eval_steps=args.min_eval_steps,
+            exclude_leaks=not args.keep_leaks,
+        )
+        forecastbench = args.forecastbench
+        if forecastbench is None and not args.polymarket:
+            forecastbench = default_data_root() / "forecastbench"
+        imports: list[ImportResult] = []
+        if forecastbench is not None:
+            imports.append(
+                load_forecastbench(
+                    forecastbench, include_data_sources=args.include_data_sources, progress=progress
+                )
+            )
+        for folder in args.polymarket:
+            imports.append(load_polymarket(folder, progress=progress))
+        corpus = Corpus.load(args.corpus) if args.corpus else None
+        output = build_events(imports, config, corpus=corpus, progress=progress)
+        write_outputs(output, args.out, overwrite=args.overwrite)
+    except (
+        BuildConfigError,
+        SplitError,
+        SchemaError,
+        CorpusError,
+        FileNotFoundError,
+        FileExistsError,
+    ) as err:
+        print(f"events build: error: {err}", file=sys.stderr)
+        return 2
+    print(render_summary(output.report))
+    print(f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, report.json, report.md")
+    return 0

@@ -1,0 +1,149 @@
+"""The forecast-date schedule: which days of an event's life become forecast steps.
+
+A forecast date ``D`` means the cutoff 00:00 UTC of ``D``; a document is visible iff its
+``available_at`` is strictly before that. Candidate dates run from the first midnight at or after
+the open to the last midnight at least ``buffer_days`` before the recorded close; given a corpus,
+only dates that show at least one document and none after the first midnight strictly after its
+last document. With ``n`` candidates an event gets ``T = clamp(round_half_up(sqrt(n)), 3, 10)``
+steps (never more than ``n``): the candidates split into ``T`` contiguous bins of near-equal size
+(earlier bins take the remainder) and each bin contributes its best date, scored by
+
+    market_weight * movement / max movement + documents_weight * new documents / max new documents
+
+where ``movement`` is the total-variation change of the market belief between the cutoffs of
+``D-1`` and ``D`` and ``new documents`` counts documents that became visible between them. Ties go
+to a seeded random choice, so a schedule is a pure function of (event, corpus, config, seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.schema import Event
+from forecast_dojo.timeutil import UTC, from_micros, to_micros
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Schedule parameters (defaults from Forecast-Dojo)."""
+
+    buffer_days: int = 2
+    min_steps: int = 3
+    max_steps: int = 10
+    market_weight: float = 1.0
+    documents_weight: float = 1.0
+    seed: int = 0
+
+
+def midnight(day: date) -> datetime:
+    """The cutoff of forecast date ``day``: 00:00 UTC."""
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def candidate_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> list[date]:
+    """Forecast dates available to an event, in order."""
+    first = event.open_at.date()
+    if midnight(first) < event.open_at:
+        first += timedelta(days=1)
+    last = (event.close_at - timedelta(days=config.buffer_days)).date()
+    if corpus is not None and len(corpus):
+        # Outside the corpus's coverage a cutoff would show an empty (before) or silent (after) world:
+        # the first date must see at least one document, the last is the one just after the last.
+        first = max(first, from_micros(int(corpus.available_us[0])).date() + timedelta(days=1))
+        last = min(last, from_micros(int(corpus.available_us[-1])).date() + timedelta(days=1))
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def steps_for(n_candidates: int, config: ScheduleConfig) -> int:
+    """``T = clamp(round_half_up(sqrt(n)), min_steps, max_steps)``, capped by ``n``."""
+    if n_candidates <= 0:
+        return 0
+    t = math.floor(math.sqrt(n_candidates) + 0.5)
+    return min(n_candidates, max(config.min_steps, min(config.max_steps, t)))
+
+
+def bins(n_candidates: int, n_steps: int) -> list[range]:
+    """Contiguous index ranges of near-equal size covering ``range(n_candidates)``; earlier bins are larger."""
+    size, extra = divmod(n_candidates, n_steps)
+    out, start = [], 0
+    for b in range(n_steps):
+        stop = start + size + (1 if b < extra else 0)
+        out.append(range(start, stop))
+        start = stop
+    return out
+
+
+def _movement(event: Event, day: date) -> float:
+    after, before = event.market_at(midnight(day)), event.market_at(midnight(day - timedelta(days=1)))
+    if after is None or before is None:
+        return 0.0
+    return 0.5 * sum(abs(a - b) for a, b in zip(after, before, strict=True))
+
+
+def _new_documents(corpus: Corpus | None, day: date) -> int:
+    if corpus is None:
+        return 0
+    return corpus.n_visible(to_micros(midnight(day))) - corpus.n_visible(
+        to_micros(midnight(day - timedelta(days=1)))
+    )
+
+
+def day_scores(event: Event, days: list[date], config: ScheduleConfig, corpus: Corpus | None) -> list[float]:
+    """The preference score of each candidate date (see the module docstring)."""
+    movements = [_movement(event, d) for d in days]
+    documents = [float(_new_documents(corpus, d)) for d in days]
+    top_m, top_d = max(movements, default=0.0), max(documents, default=0.0)
+    return [
+        config.market_weight * (m / top_m if top_m > 0 else 0.0)
+        + config.documents_weight * (n / top_d if top_d > 0 else 0.0)
+        for m, n in zip(movements, documents, strict=True)
+    ]
+
+
+def _rng(event_id: str, seed: int) -> random.Random:
+    digest = hashlib.sha256(f"{seed}|{event_id}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+def choose_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> list[date]:
+    """The forecast dates of one event (possibly fewer than ``min_steps``; possibly none)."""
+    days = candidate_days(event, config, corpus)
+    n_steps = steps_for(len(days), config)
+    if n_steps == 0:
+        return []
+    scores = day_scores(event, days, config, corpus)
+    rng = _rng(event.id, config.seed)
+    chosen = []
+    for span in bins(len(days), n_steps):
+        best = max(scores[i] for i in span)
+        tied = [i for i in span if abs(scores[i] - best) <= 1e-12]
+        chosen.append(days[tied[0] if len(tied) == 1 else rng.choice(tied)])
+    return chosen
+
+
+def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> Event | None:
+    """The event with its forecast cutoffs and per-step market belief, or None when no date is available.
+
+    ``extra["market_at_cutoffs"]`` holds, per step, the latest market belief at or before the cutoff
+    (a list of K probabilities) or None; it is for evaluation only and never reaches the agent.
+    """
+    days = choose_days(event, config, corpus)
+    if not days:
+        return None
+    cutoffs = tuple(midnight(d) for d in days)
+    market_at = [None if (m := event.market_at(c)) is None else list(m) for c in cutoffs]
+    extra: dict[str, Any] = dict(event.extra)
+    extra["market_at_cutoffs"] = market_at
+    extra["schedule"] = {
+        "candidate_days": len(candidate_days(event, config, corpus)),
+        "steps": len(days),
+        "seed": config.seed,
+        "buffer_days": config.buffer_days,
+    }
+    return replace(event, cutoffs=cutoffs, extra=extra)

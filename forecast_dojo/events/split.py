@@ -1,0 +1,129 @@
+"""Temporal split of whole events into a training and an evaluation set.
+
+An event belongs to a split when it *starts* (its first forecast cutoff) and *closes* inside that
+split's window; an event crossing a window boundary goes to neither, so no training outcome can be
+known from inside the evaluation period and no evaluation event is partly seen in training.
+Evaluation events also need at least ``min_eval_steps`` forecast steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from forecast_dojo.schema import Event
+from forecast_dojo.timeutil import end_of_day, iso, parse_instant
+
+
+class SplitError(ValueError):
+    """Windows that are malformed or overlap."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A half-open interval of instants ``[start, end)``."""
+
+    start: datetime
+    end: datetime
+
+    def __post_init__(self) -> None:
+        if self.start >= self.end:
+            raise SplitError(f"window start {iso(self.start)} is not before its end {iso(self.end)}")
+
+    def contains(self, event: Event) -> bool:
+        return self.start <= event.cutoffs[0] and event.close_at <= self.end
+
+    def overlaps(self, other: Window) -> bool:
+        return self.start < other.end and other.start < self.end
+
+    def describe(self) -> str:
+        return f"[{iso(self.start)}, {iso(self.end)})"
+
+
+def parse_window(text: str) -> Window:
+    """``START:END`` with ISO dates, both inclusive (``2025-01-01:2025-12-31`` ends at 2026-01-01T00:00Z)."""
+    start_text, sep, end_text = text.partition(":")
+    if not sep:
+        raise SplitError(f"window {text!r}: expected START:END with ISO dates, e.g. 2025-01-01:2025-12-31")
+    try:
+        start, end = date.fromisoformat(start_text.strip()), date.fromisoformat(end_text.strip())
+    except ValueError as err:
+        raise SplitError(f"window {text!r}: {err}") from err
+    return Window(parse_instant(start), end_of_day(end))
+
+
+@dataclass
+class SplitResult:
+    """The two splits and, by reason, the ids of events in neither."""
+
+    train: list[Event] = field(default_factory=list)
+    eval: list[Event] = field(default_factory=list)
+    neither: dict[str, list[str]] = field(default_factory=dict)
+
+
+def split_events(
+    events: Sequence[Event], train: Window, evaluation: Window, *, min_eval_steps: int = 3
+) -> SplitResult:
+    """Assign whole events to the training window, the evaluation window, or neither (with a reason)."""
+    if train.overlaps(evaluation):
+        raise SplitError(
+            f"training window {train.describe()} overlaps evaluation window {evaluation.describe()}"
+        )
+    result = SplitResult()
+
+    def drop(reason: str, event: Event) -> None:
+        result.neither.setdefault(reason, []).append(event.id)
+
+    for event in events:
+        if train.contains(event):
+            result.train.append(event)
+        elif evaluation.contains(event):
+            if event.n_steps >= min_eval_steps:
+                result.eval.append(event)
+            else:
+                drop(f"eval_fewer_than_{min_eval_steps}_steps", event)
+        elif any(
+            w.start <= event.cutoffs[0] < w.end or w.start < event.close_at <= w.end
+            for w in (train, evaluation)
+        ):
+            drop("crosses_window_boundary", event)
+        else:
+            drop("outside_windows", event)
+    return result
+
+
+def _quantiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        return float(ordered[min(len(ordered) - 1, round(p * (len(ordered) - 1)))])
+
+    return {
+        "min": q(0.0),
+        "p25": q(0.25),
+        "median": q(0.5),
+        "p75": q(0.75),
+        "max": q(1.0),
+        "mean": round(statistics.fmean(values), 2),
+    }
+
+
+def split_stats(events: Sequence[Event]) -> dict[str, Any]:
+    """Counts, outcome balance, horizon (days from first cutoff to close) and steps per event."""
+    horizons = [(e.close_at - e.cutoffs[0]).total_seconds() / 86_400 for e in events]
+    return {
+        "events": len(events),
+        "outcomes": dict(Counter(e.outcome for e in events).most_common()),
+        "k_outcomes": dict(sorted(Counter(len(e.outcomes) for e in events).items())),
+        "sources": dict(Counter(e.source for e in events).most_common()),
+        "horizon_days": _quantiles([round(h, 2) for h in horizons]),
+        "steps": dict(sorted(Counter(e.n_steps for e in events).items())),
+        "first_cutoff": iso(min(e.cutoffs[0] for e in events)) if events else None,
+        "last_close": iso(max(e.close_at for e in events)) if events else None,
+    }

@@ -1,0 +1,193 @@
+"""The whole pipeline and the ``forecast-dojo events build`` command, on fixtures and on real data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.events import cli
+from forecast_dojo.events.build import BuildConfig, BuildConfigError, build_events, override, write_outputs
+from forecast_dojo.events.polymarket import load_polymarket
+from forecast_dojo.events.schedule import ScheduleConfig
+from forecast_dojo.events.selection import SelectionConfig
+from forecast_dojo.events.split import parse_window
+from forecast_dojo.gateway import TemporalGateway
+from forecast_dojo.schema import load_events
+from forecast_dojo.timeutil import to_micros
+
+from .conftest import make_corpus, make_doc
+
+LOOSE = SelectionConfig(min_faithful_fraction=0.5, max_unfaithful_run_days=20)
+
+
+def world_docs():
+    docs = []
+    for d in range(0, 50):
+        docs.append(
+            make_doc(f"harbor-{d}", f"Valdorian parliament debates the Harbor Act, day {d}.", d + 0.5)
+        )
+        docs.append(
+            make_doc(f"mayor-{d}", f"Ostrava mayoral election poll, day {d}: Mira Tolvanen gains.", d + 0.6)
+        )
+    docs.append(make_doc("harbor-passes", "The Valdorian parliament passes the Harbor Act.", 30.5))
+    return docs
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="forecast-dojo")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path, world_docs())
+    imported = load_polymarket(polymarket_export, progress=False)
+    config = BuildConfig(
+        train_window=parse_window("2029-01-01:2029-12-31"),
+        eval_window=parse_window("2030-01-01:2030-12-31"),
+        selection=LOOSE,
+    )
+    output = build_events([imported], config, corpus=corpus, progress=False)
+    report = output.report
+    removed = sum(report["selection"]["removed"].values())
+    assert report["imported"]["events"] == len(imported.events) == removed + report["selection"]["kept"]
+    assert (
+        report["selection"]["kept"]
+        == report["schedule"]["scheduled"] + report["schedule"]["dropped_no_forecast_dates"]
+    )
+    neither = sum(report["split"]["neither"].values())
+    assert (
+        report["schedule"]["scheduled"] == len(output.train) + len(output.eval) + neither == len(output.all)
+    )
+    assert {e.id for e in output.eval} == {"polymarket:501", "polymarket:event:9001"}
+    assert report["selection"]["removed_examples"] == {
+        "evidence": ["polymarket:801"],  # nothing about the Valdoria Cup final in the corpus
+        "faithfulness": ["polymarket:502"],  # a price only every fourth day
+    }
+    harbor = next(e for e in output.eval if e.id == "polymarket:501")
+    assert harbor.n_steps >= 3 and len(harbor.extra["market_at_cutoffs"]) == harbor.n_steps
+    flagged = {f["doc_id"] for f in report["leakage"]["flags"] if f["event_id"] == "polymarket:501"}
+    assert flagged == {"harbor-passes"}
+    for step, ids in harbor.extra["excluded_doc_ids"].items():
+        assert ids == ["harbor-passes"]
+        assert harbor.cutoffs[int(step)] > corpus.available_at(corpus.row_of("harbor-passes"))
+
+    paths = write_outputs(output, tmp_path / "out")
+    assert [e.id for e in load_events(paths["eval"])] == [e.id for e in output.eval]
+    assert load_events(paths["train"]) == []
+    saved = json.loads(paths["report_json"].read_text())
+    assert saved["files"]["eval"].endswith("eval.jsonl")
+    markdown = paths["report_md"].read_text()
+    assert "## Leakage screen" in markdown and "harbor-passes" in markdown
+    with pytest.raises(FileExistsError, match="overwrite"):
+        write_outputs(output, tmp_path / "out")
+
+
+def test_cli_build_writes_files_and_reports(
+    polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    make_corpus(tmp_path, world_docs())
+    config_file = tmp_path / "config.json"
+    config_file.write_text(
+        json.dumps({"selection": {"min_faithful_fraction": 0.5, "max_unfaithful_run_days": 20}})
+    )
+    argv = ["events", "build", "--polymarket", str(polymarket_export), "--corpus", str(tmp_path / "corpus")]
+    argv += [
+        "--out",
+        str(tmp_path / "out"),
+        "--train-window",
+        "2029-01-01:2029-12-31",
+        "--eval-window",
+        "2030-01-01:2030-12-31",
+    ]
+    argv += ["--config", str(config_file), "--no-progress", "--seed", "3"]
+    assert run_cli(argv) == 0
+    printed = capsys.readouterr().out
+    assert "import polymarket: 4 events" in printed and "eval: 2 events" in printed
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "all.jsonl",
+        "eval.jsonl",
+        "report.json",
+        "report.md",
+        "train.jsonl",
+    ]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["config"]["schedule"]["seed"] == 3
+    assert run_cli(argv) == 2  # refuses to overwrite
+    assert "already holds" in capsys.readouterr().err
+    config_file.write_text(json.dumps({"selection": {"min_horizon": 3}}))
+    assert run_cli([*argv, "--overwrite"]) == 2
+    assert "unknown option 'min_horizon'" in capsys.readouterr().err
+
+
+def test_override_checks_names_and_types() -> None:
+    assert override(SelectionConfig(), {"near_certain": 1}, "selection").near_certain == 1.0
+    with pytest.raises(BuildConfigError, match="selection.min_horizon_days: expected int"):
+        override(SelectionConfig(), {"min_horizon_days": 2.5}, "selection")
+    with pytest.raises(BuildConfigError, match="expected bool"):
+        override(SelectionConfig(), {"require_english": 1}, "selection")
+    with pytest.raises(BuildConfigError, match="buffer_days"):
+        BuildConfig(
+            parse_window("2029-01-01:2029-12-31"),
+            parse_window("2030-01-01:2030-12-31"),
+            schedule=ScheduleConfig(buffer_days=3),
+        )
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_real_forecastbench_with_a_wikipedia_slice(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The documented real command on a small corpus slice: train and eval come out and replay safely."""
+    from datetime import date
+
+    wikipedia = pytest.importorskip("forecast_dojo.corpus.importers.wikipedia")
+    from forecast_dojo.corpus import HashingEmbedder, build_corpus
+
+    documents, _ = wikipedia.load_wikipedia_current_events(
+        data_root / "wikipedia-current-events", start=date(2025, 6, 1), end=date(2026, 3, 31), progress=False
+    )
+    corpus = build_corpus(documents, tmp_path / "wiki", HashingEmbedder(), progress=False)
+    argv = [
+        "events",
+        "build",
+        "--forecastbench",
+        str(data_root / "forecastbench"),
+        "--corpus",
+        str(tmp_path / "wiki"),
+    ]
+    argv += [
+        "--out",
+        str(tmp_path / "out"),
+        "--train-window",
+        "2025-06-01:2025-12-15",
+        "--eval-window",
+        "2025-12-16:2026-03-28",
+    ]
+    assert run_cli([*argv, "--no-progress"]) == 0
+    train, evaluation = (
+        load_events(tmp_path / "out" / "train.jsonl"),
+        load_events(tmp_path / "out" / "eval.jsonl"),
+    )
+    assert train and evaluation
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["imports"][0]["skipped"]["combination"] > 0
+    assert (
+        report["selection"]["removed"]["language"] > 0
+        and report["selection"]["removed"]["non_triviality"] > 0
+    )
+    gateway = TemporalGateway(Corpus.load(tmp_path / "wiki"), None)
+    first_visible = int(corpus.available_us[0])
+    for event in train + evaluation:
+        assert event.cutoffs[-1] <= event.close_at
+        assert to_micros(event.cutoffs[0]) > first_visible
+        for step, ids in event.extra["excluded_doc_ids"].items():
+            view = gateway.at(event.cutoffs[int(step)])
+            assert all(view.get(doc_id) is not None for doc_id in ids)  # exclusions name visible documents
+    assert all(e.n_steps >= 3 for e in evaluation)

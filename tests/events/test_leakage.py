@@ -1,0 +1,85 @@
+"""Leakage screen: strong matches near the close with resolution language are flagged and excluded."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo.events.leakage import LeakageConfig, apply_exclusions, resolution_terms, screen_event
+from forecast_dojo.events.relevance import RelevanceIndex
+from forecast_dojo.schema import load_events, save_events
+
+from .conftest import day, make_corpus, make_doc, make_event
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> RelevanceIndex:
+    docs = [
+        make_doc("old-committee", "Valdoria Harbor Act passes a committee vote.", -60),  # outside the window
+        make_doc("debate", "Valdoria lawmakers debate the Harbor Act again.", 20.5),  # no resolution language
+        make_doc("passed", "The Valdoria parliament passes the Harbor Act in a final vote.", 22.5),
+        make_doc("football", "Ostrava wins its football match.", 23.5),  # resolution language, no match
+        make_doc("after", "Valdoria Harbor Act signed into law.", 40),  # after the last cutoff
+        make_doc("leader", "Mira Tolvanen leads the Ostrava mayoral race in a new poll.", 24.5),
+        make_doc("weather", "Mild weather in Ostrava.", 10),
+    ]
+    return RelevanceIndex(make_corpus(tmp_path, docs))
+
+
+def harbor():
+    event = make_event(
+        "harbor", question="Will the Valdoria parliament pass the Harbor Act?", open_day=0, close_day=45
+    )
+    return replace(event, cutoffs=(day(10), day(21), day(23), day(30)))
+
+
+def test_flags_strong_matches_with_resolution_language(index: RelevanceIndex) -> None:
+    flags = screen_event(harbor(), index, LeakageConfig())
+    assert [f.doc_id for f in flags] == ["passed"]
+    flag = flags[0]
+    assert flag.first_step == 2  # available Jan 23 12:00: visible from the Jan 24 00:00 cutoff (day 23)
+    assert "passes" in flag.resolution_terms
+    assert set(flag.shared_terms) >= {"valdoria", "harbor", "act"}
+
+
+def test_a_wider_window_reaches_older_documents(index: RelevanceIndex) -> None:
+    flags = screen_event(harbor(), index, LeakageConfig(window_days=200))
+    # the committee doc is before the open, so never in the window
+    assert [f.doc_id for f in flags] == ["passed"]
+    event = replace(harbor(), open_at=day(-100))
+    assert [f.doc_id for f in screen_event(event, index, LeakageConfig(window_days=200))] == [
+        "old-committee",
+        "passed",
+    ]
+
+
+def test_multi_outcome_events_also_flag_documents_naming_the_winner(index: RelevanceIndex) -> None:
+    event = make_event(
+        "mayor",
+        question="Who will win the Ostrava mayoral race?",
+        outcomes=("Mira Tolvanen", "Jonas Berg"),
+        outcome="Mira Tolvanen",
+        open_day=0,
+        close_day=45,
+    )
+    event = replace(event, cutoffs=(day(10), day(30)))
+    flags = screen_event(event, index, LeakageConfig())
+    assert [(f.doc_id, f.names_outcome) for f in flags] == [("leader", True)]
+
+
+def test_exclusions_are_per_step_and_survive_an_events_file(index: RelevanceIndex, tmp_path: Path) -> None:
+    event = harbor()
+    flags = screen_event(event, index, LeakageConfig())
+    excluded = apply_exclusions(event, flags)
+    assert excluded.extra["excluded_doc_ids"] == {"2": ["passed"], "3": ["passed"]}
+    assert excluded.extra["leakage_flags"][0]["doc_id"] == "passed"
+    loaded = load_events(save_events([excluded], tmp_path / "e.jsonl"))[0]
+    assert loaded.extra["excluded_doc_ids"] == {"2": ["passed"], "3": ["passed"]}
+    assert apply_exclusions(event, []).extra["excluded_doc_ids"] == {}
+
+
+def test_resolution_terms() -> None:
+    assert resolution_terms("Candidate X is elected president; Y concedes.") == ("is elected", "concedes")
+    assert resolution_terms("Lawmakers debate the bill.") == ()
