@@ -17,7 +17,7 @@ from forecast_dojo.events.selection import SelectionConfig
 from forecast_dojo.events.split import parse_window
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.schema import load_events
-from forecast_dojo.timeutil import to_micros
+from forecast_dojo.timeutil import parse_instant, to_micros
 
 from .conftest import make_corpus, make_doc
 
@@ -191,3 +191,28 @@ def test_real_forecastbench_with_a_wikipedia_slice(
             view = gateway.at(event.cutoffs[int(step)])
             assert all(view.get(doc_id) is not None for doc_id in ids)  # exclusions name visible documents
     assert all(e.n_steps >= 3 for e in evaluation)
+    # A whole real episode end to end: the env replays an eval event on this corpus with a scripted agent.
+    from forecast_dojo.agents import EvidenceAgent
+    from forecast_dojo.corpus.retrieval import make_retriever
+    from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.evaluation.runner import run_episode
+
+    loaded = Corpus.load(tmp_path / "wiki")
+    env = ForecastDojoEnv(
+        evaluation,
+        loaded,
+        make_retriever("dense", loaded, HashingEmbedder()),
+        memory="notebook",
+        python_runner=None,
+        log_dir=tmp_path / "log",
+    )
+    event = evaluation[0]
+    rows = run_episode(env, EvidenceAgent(), event.id)
+    env.close()
+    assert [r["step"] for r in rows] == list(range(event.n_steps)) and all(r["valid"] for r in rows)
+    records = [json.loads(line) for line in (tmp_path / "log" / "steps.jsonl").read_text().splitlines()]
+    for record in records:
+        cutoff_us = to_micros(parse_instant(record["cutoff"]))
+        for call in record["tool_calls"]:
+            for doc_id in call["doc_ids"]:
+                assert int(loaded.available_us[loaded.row_of(doc_id)]) < cutoff_us
