@@ -1,0 +1,106 @@
+"""``forecast-dojo corpus build``: import, clean, embed and store a news corpus, then print the report.
+
+Heavy libraries (YAML, trafilatura, torch, Ray) are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import date
+from pathlib import Path
+
+
+def _day(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``corpus`` command group (``corpus build``) to the top-level parser."""
+    from forecast_dojo.corpus.importers import IMPORTERS
+
+    corpus = subparsers.add_parser("corpus", help="build news corpora", description="Build news corpora.")
+    commands = corpus.add_subparsers(dest="corpus_command", required=True)
+    build = commands.add_parser(
+        "build",
+        help="import, clean, embed and store a corpus",
+        description="Import a source, clean it, embed it and write a corpus directory with build_report.json.",
+    )
+    build.add_argument("--source", required=True, choices=sorted(IMPORTERS), help="kind of input")
+    build.add_argument("--input", required=True, type=Path, help="input file or folder")
+    build.add_argument("--out", required=True, type=Path, help="corpus directory to write")
+    build.add_argument("--start", type=_day, help="first day to import (YYYY-MM-DD, inclusive)")
+    build.add_argument("--end", type=_day, help="last day to import (YYYY-MM-DD, inclusive)")
+    build.add_argument(
+        "--embedder", help="minilm | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)"
+    )
+    build.add_argument(
+        "--config", type=Path, help="build recipe (TOML), e.g. corpus/wikipedia-current-events.toml"
+    )
+    build.add_argument(
+        "--runner", choices=("single", "ray"), default="single", help="single process or Ray Data"
+    )
+    build.add_argument("--ray-address", help="Ray cluster address for --runner ray (default: local)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing corpus in --out")
+    build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    build.set_defaults(func=run_build)
+
+
+def run_build(args: argparse.Namespace) -> int:
+    """Run one build from parsed arguments; prints the report, returns the exit status."""
+    from dataclasses import replace
+
+    from forecast_dojo.corpus.pipeline import (
+        BuildRecipe,
+        RecipeError,
+        build_from_source,
+        default_recipe,
+        print_report,
+    )
+    from forecast_dojo.corpus.store import CorpusError
+    from forecast_dojo.schema import SchemaError
+
+    try:
+        recipe = (
+            BuildRecipe.from_toml(args.config, source=args.source)
+            if args.config
+            else default_recipe(args.source)
+        )
+        if args.embedder:
+            recipe = replace(recipe, embedder=args.embedder)
+        if not args.input.exists():
+            raise FileNotFoundError(f"input not found: {args.input}")
+        if args.runner == "ray":
+            from forecast_dojo.corpus.ray_pipeline import build_with_ray
+
+            result = build_with_ray(
+                args.source,
+                args.input,
+                args.out,
+                recipe=recipe,
+                start=args.start,
+                end=args.end,
+                progress=not args.no_progress,
+                overwrite=args.overwrite,
+                address=args.ray_address,
+            )
+        else:
+            result = build_from_source(
+                args.source,
+                args.input,
+                args.out,
+                recipe=recipe,
+                start=args.start,
+                end=args.end,
+                progress=not args.no_progress,
+                overwrite=args.overwrite,
+            )
+    except (RecipeError, CorpusError, SchemaError, FileNotFoundError, ValueError) as err:
+        print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
+        return 2
+    print_report(result.report)
+    print(f"  written to {args.out}")
+    return 0
