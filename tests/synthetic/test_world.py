@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from datetime import timedelta
 
@@ -20,13 +23,21 @@ from forecast_dojo.synthetic import (
     signal_accuracy,
     signal_likelihood,
 )
-from forecast_dojo.timeutil import to_micros
+from forecast_dojo.timeutil import end_of_day, to_micros
 
 # The cues the module docstring promises for each tier (an agent designer relies on them).
 TIER_CUES = {
-    "weak": ("unconfirmed rumours suggest", "anonymous posts circulating online speculate", "unverified hearsay"),
+    "weak": (
+        "unconfirmed rumours suggest",
+        "anonymous posts circulating online speculate",
+        "unverified hearsay",
+    ),
     "moderate": ("a report by", "analysts at", "a survey by"),
-    "strong": ("a leaked internal document", "officials with direct knowledge confirmed", "a leaked draft of the final decision"),
+    "strong": (
+        "a leaked internal document",
+        "officials with direct knowledge confirmed",
+        "a leaked draft of the final decision",
+    ),
 }
 
 
@@ -65,7 +76,8 @@ def test_different_seeds_give_different_worlds() -> None:
     second = generate_world(2, n_events=4, n_background=10)
     assert [e.question for e in first.events] != [e.question for e in second.events]
     assert {d.text for d in first.documents} != {d.text for d in second.documents}
-    assert not {e.id for e in first.events} & {e.id for e in second.events}
+    # Event ids are positions within a world ("syn-0000", ...); document ids carry the seed.
+    assert [e.id for e in first.events] == [f"syn-{i:04d}" for i in range(4)] == [e.id for e in second.events]
     assert not {d.id for d in first.documents} & {d.id for d in second.documents}
 
 
@@ -105,7 +117,8 @@ def test_event_structure(default_world: SyntheticWorld) -> None:
             assert event.outcomes == ("Yes", "No")
         # The market is a daily series from open to close, a distribution at every point.
         assert event.market[0].at == event.open_at and event.market[-1].at == event.close_at
-        assert len(event.market) == (event.close_at - event.open_at).days + 1
+        gaps = {b.at - a.at for a, b in zip(event.market[:-2], event.market[1:-1], strict=True)}
+        assert gaps == {timedelta(days=1)} and event.close_at - event.market[-2].at < timedelta(days=1)
         assert all(abs(sum(p.probabilities) - 1.0) < 1e-9 for p in event.market)
 
 
@@ -120,7 +133,9 @@ def test_documents_are_well_formed(default_world: SyntheticWorld) -> None:
     ids = [d.id for d in default_world.documents]
     assert len(ids) == len(set(ids)) == len(default_world.doc_kinds)
     # Ids follow time order, so an id says nothing about what kind of document it is.
-    order = sorted(default_world.documents, key=lambda d: (to_micros(d.available_at), to_micros(d.published_at)))
+    order = sorted(
+        default_world.documents, key=lambda d: (to_micros(d.available_at), to_micros(d.published_at))
+    )
     assert [d.id for d in order] == ids
     url = re.compile(r"^https://news\.[a-z]+\.example/\d{4}/\d{2}/\d{2}/[a-z0-9-]+$")
     for doc in default_world.documents:
@@ -128,8 +143,8 @@ def test_documents_are_well_formed(default_world: SyntheticWorld) -> None:
         assert doc.date_source == "synthetic" and doc.source
         assert url.match(doc.url), doc.url
         assert 1 <= len(re.findall(r"[.!?](\s|$)", doc.text)) <= 3, doc.text
-        assert doc.available_at.year in (2030, 2031, 2032)
-    precisions = Counter(d.available_at.hour == d.available_at.minute == d.available_at.second == 0 for d in default_world.documents)
+        assert doc.published_at.year in (2031, 2032)
+    precisions = Counter(d.available_at == end_of_day(d.available_at.date()) for d in default_world.documents)
     assert precisions[True] > 100 and precisions[False] > 100  # both day-precision and timed documents
 
 
@@ -174,6 +189,17 @@ def test_binary_evidence_wording_differs_by_signal(default_world: SyntheticWorld
         assert not clauses[0] & clauses[1]  # a Yes-signal and a No-signal document never make the same claim
 
 
+def test_some_evidence_arrives_exactly_at_a_cutoff(default_world: SyntheticWorld) -> None:
+    """The strict visibility rule needs documents ON the boundary to be tested at all."""
+    at_cutoff = [
+        item
+        for event in default_world.events
+        for item in default_world.evidence[event.id]
+        if item.available_at in event.cutoffs
+    ]
+    assert 15 <= len(at_cutoff) <= 100
+
+
 def test_tier_accuracy_table() -> None:
     assert [signal_accuracy(t, 2) for t in TIERS] == pytest.approx([0.6, 0.75, 0.9])
     for tier in TIERS:
@@ -181,7 +207,9 @@ def test_tier_accuracy_table() -> None:
             q = signal_accuracy(tier, k)
             likelihood = signal_likelihood(tier, k, 1)
             assert sum(likelihood) == pytest.approx(1.0)
-            assert likelihood[1] == q and likelihood[1] / likelihood[0] == pytest.approx(TIER_LIKELIHOOD_RATIO[tier])
+            assert likelihood[1] == q and likelihood[1] / likelihood[0] == pytest.approx(
+                TIER_LIKELIHOOD_RATIO[tier]
+            )
     with pytest.raises(ValueError, match="unknown tier"):
         signal_accuracy("certain", 2)
     with pytest.raises(ValueError, match="not an outcome index"):
@@ -205,7 +233,9 @@ def test_signals_are_sampled_from_the_stated_likelihood(big_world: SyntheticWorl
 
 def test_more_evidence_near_close(big_world: SyntheticWorld) -> None:
     fractions = [
-        (item.available_at - e.open_at) / (e.close_at - e.open_at) for e in big_world.events for item in big_world.evidence[e.id]
+        (item.available_at - e.open_at) / (e.close_at - e.open_at)
+        for e in big_world.events
+        for item in big_world.evidence[e.id]
     ]
     assert np.mean(np.array(fractions) > 0.5) > 0.65
 
@@ -223,3 +253,27 @@ def test_bad_parameters_are_refused() -> None:
         generate_world(0, multi_outcome_share=1.5)
     with pytest.raises(KeyError, match="not in synthetic world"):
         generate_world(0, n_events=1, n_background=0).event("nope")
+
+
+def test_world_is_identical_across_processes_with_different_hash_seeds() -> None:
+    """Nothing depends on Python's salted ``hash`` (set iteration order, dict of sets...)."""
+    script = (
+        "import hashlib, json\n"
+        "from forecast_dojo.schema import event_to_record\n"
+        "from forecast_dojo.synthetic import generate_world\n"
+        "w = generate_world(8, n_events=6, n_background=30)\n"
+        "docs = [[d.id, d.title, d.text, d.url, d.source, d.available_at.isoformat()] for d in w.documents]\n"
+        "payload = json.dumps([[event_to_record(e) for e in w.events], docs], sort_keys=True)\n"
+        "print(hashlib.sha256(payload.encode()).hexdigest())\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": salt},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for salt in ("1", "2")
+    }
+    assert len(digests) == 1 and len(next(iter(digests))) == 64

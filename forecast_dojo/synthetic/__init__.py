@@ -1,0 +1,50 @@
+"""The embedded default: a deterministic fictional world with a known Bayes-optimal forecast.
+
+``generate_world(seed)`` builds it in memory, ``ensure_synthetic_world(seed)`` builds, embeds and
+caches it on disk once, and ``oracle_forecast`` / ``oracle_table`` give the exact posterior that an
+agent's score is compared with (evaluation only, never shown to the agent).
+"""
+
+from forecast_dojo.synthetic.cache import SyntheticPaths, default_cache_dir, ensure_synthetic_world
+from forecast_dojo.synthetic.oracle import (
+    OracleError,
+    brier_score,
+    load_oracle,
+    log_loss,
+    oracle_forecast,
+    oracle_table,
+    save_oracle,
+)
+from forecast_dojo.synthetic.world import (
+    GENERATOR_VERSION,
+    TIER_LIKELIHOOD_RATIO,
+    TIERS,
+    Evidence,
+    SyntheticWorld,
+    WorldConfigError,
+    generate_world,
+    signal_accuracy,
+    signal_likelihood,
+)
+
+__all__ = [
+    "GENERATOR_VERSION",
+    "TIERS",
+    "TIER_LIKELIHOOD_RATIO",
+    "Evidence",
+    "OracleError",
+    "SyntheticPaths",
+    "SyntheticWorld",
+    "WorldConfigError",
+    "brier_score",
+    "default_cache_dir",
+    "ensure_synthetic_world",
+    "generate_world",
+    "load_oracle",
+    "log_loss",
+    "oracle_forecast",
+    "oracle_table",
+    "save_oracle",
+    "signal_accuracy",
+    "signal_likelihood",
+]

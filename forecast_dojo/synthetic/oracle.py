@@ -1,0 +1,109 @@
+"""The Bayes-optimal baseline: the exact posterior of a synthetic event at each forecast cutoff.
+
+Because the generator knows every evidence document's likelihood (see ``world.py``), the optimum is
+computable exactly; an agent's score is then reported as regret against it. The oracle is for
+evaluation only and must never reach the agent.
+
+Brier score here is the multi-class form ``sum_j (p_j - [j == outcome])**2`` (0 is perfect, 2 is the
+worst); log loss is ``-ln p_outcome``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.synthetic.world import SyntheticWorld, posterior_from_evidence, posteriors_at
+from forecast_dojo.timeutil import iso, to_micros
+
+
+class OracleError(ValueError):
+    """An oracle file or request that cannot be honoured (bad rows, unknown events, naive cutoffs)."""
+
+
+def oracle_forecast(world: SyntheticWorld, event_id: str, cutoff: datetime) -> tuple[float, ...]:
+    """Exact posterior over the event's outcomes given its evidence with ``available_at < cutoff``."""
+    if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
+        raise OracleError(f"cutoff must be a timezone-aware datetime, got {cutoff!r}")
+    event = world.event(event_id)
+    return posterior_from_evidence(world.prior[event.id], world.evidence[event.id], to_micros(cutoff))
+
+
+def brier_score(probabilities: Sequence[float], outcome_index: int) -> float:
+    """Multi-class Brier score of one forecast (0 perfect, 2 worst)."""
+    return float(sum((p - (1.0 if j == outcome_index else 0.0)) ** 2 for j, p in enumerate(probabilities)))
+
+
+def log_loss(probabilities: Sequence[float], outcome_index: int) -> float:
+    """``-ln p(outcome)``; infinite when the realized outcome got probability 0."""
+    p = probabilities[outcome_index]
+    return math.inf if p <= 0.0 else -math.log(p)
+
+
+def oracle_table(world: SyntheticWorld) -> list[dict[str, Any]]:
+    """One row per (event, step): the oracle's forecast at that cutoff and its scores.
+
+    Keys: ``event_id``, ``step``, ``cutoff`` (ISO text), ``probabilities`` (over the event's outcomes, in
+    order), ``outcome_index``, ``n_evidence`` (evidence documents visible), ``brier``, ``log_loss``.
+    """
+    rows = []
+    for event in world.events:
+        evidence = world.evidence[event.id]
+        posteriors = posteriors_at(world.prior[event.id], evidence, [to_micros(c) for c in event.cutoffs])
+        for step, cutoff in enumerate(event.cutoffs):
+            probabilities = tuple(float(p) for p in posteriors[step])
+            rows.append(
+                {
+                    "event_id": event.id,
+                    "step": step,
+                    "cutoff": iso(cutoff),
+                    "probabilities": list(probabilities),
+                    "outcome_index": event.outcome_index,
+                    "n_evidence": sum(1 for ev in evidence if to_micros(ev.available_at) < to_micros(cutoff)),
+                    "brier": brier_score(probabilities, event.outcome_index),
+                    "log_loss": log_loss(probabilities, event.outcome_index),
+                }
+            )
+    return rows
+
+
+def save_oracle(rows: list[dict[str, Any]], path: str | Path) -> Path:
+    """Write an oracle table as JSONL (atomically: a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_oracle(path: str | Path) -> dict[tuple[str, int], tuple[float, ...]]:
+    """Read an oracle JSONL file into ``{(event_id, step): probabilities}``; bad rows fail the load."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"oracle file not found: {path}")
+    table: dict[tuple[str, int], tuple[float, ...]] = {}
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                key = (str(row["event_id"]), int(row["step"]))
+                probabilities = tuple(float(p) for p in row["probabilities"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+                raise OracleError(f"{path}:{lineno}: not an oracle row ({err})") from err
+            if key in table:
+                raise OracleError(f"{path}:{lineno}: duplicate row for event {key[0]!r} step {key[1]}")
+            if not probabilities or abs(sum(probabilities) - 1.0) > 1e-9 or min(probabilities) < 0.0:
+                raise OracleError(
+                    f"{path}:{lineno}: probabilities {list(probabilities)} are not a distribution"
+                )
+            table[key] = probabilities
+    return table
