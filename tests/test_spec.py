@@ -80,3 +80,20 @@ def test_make_env_overrides_budgets(tiny_corpus_dir, tmp_path):
     spec = EnvSpec(name="t", events=tmp_path / "events.parquet", corpus=tiny_corpus_dir)
     env = make_env(spec, max_turns=2, memory="notebook", python_runner=None)
     assert env.budgets.max_turns == 2 and env.budgets.max_tool_calls == 8 and env.memory == "notebook"
+
+
+@pytest.mark.slow
+def test_default_synthetic_env_uses_minilm_and_finds_evidence():
+    """The registered default (MiniLM world, built once into the cache): a question finds its own evidence."""
+    import json
+
+    env = gym.make("forecast_dojo/Synthetic-v0", python_runner=None)
+    assert env.unwrapped.corpus.embedder_name.startswith("all-MiniLM-L6-v2")
+    event = env.unwrapped.events[7]
+    obs, _ = env.reset(seed=0, options={"event_id": "syn-0007"})
+    assert obs["event_id"] == "syn-0007" == event.id
+    obs, *_ = env.step(tool_call("search", query=event.question, top_k=10))
+    hits = json.loads(obs["messages"][0]["content"])
+    names = [w for w in event.question.split() if w[:1].isupper()][1:]
+    assert hits and any(all(n.strip("?") in h["title"] + h["snippet"] for n in names[:2]) for h in hits)
+    env.close()

@@ -3,6 +3,12 @@
 from forecast_dojo.agents.base import Agent, ConversationAgent, tool_call
 from forecast_dojo.agents.scripted import EvidenceAgent, UniformAgent
 
-AGENTS = {"uniform": UniformAgent, "evidence": EvidenceAgent}
+# Name -> factory of a fresh agent. "evidence-lite" researches little per date (one search, 3 hits),
+# which is where carrying a notebook between dates pays off.
+AGENTS = {
+    "uniform": UniformAgent,
+    "evidence": EvidenceAgent,
+    "evidence-lite": lambda: EvidenceAgent(top_k=3, max_searches=1, name="evidence-lite"),
+}
 
 __all__ = ["AGENTS", "Agent", "ConversationAgent", "EvidenceAgent", "UniformAgent", "tool_call"]

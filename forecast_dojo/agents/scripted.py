@@ -106,8 +106,11 @@ class EvidenceAgent(ConversationAgent):
 
     name = "evidence"
 
-    def __init__(self, top_k: int = 20, max_searches: int = 5, temperature: float = 1.0) -> None:
+    def __init__(
+        self, top_k: int = 20, max_searches: int = 5, temperature: float = 1.0, name: str = "evidence"
+    ) -> None:
         super().__init__()
+        self.name = name
         self.top_k = top_k
         self.max_searches = max_searches
         self.temperature = temperature

@@ -20,7 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
     run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
-    run.add_argument("--agents", nargs="+", default=["evidence"], help="agents to run (default: evidence)")
+    run.add_argument(
+        "--agents",
+        nargs="+",
+        default=["evidence", "evidence-lite"],
+        help="agents to run (default: evidence evidence-lite)",
+    )
     run.add_argument("--memory", nargs="+", default=["none", "notebook"], choices=["none", "notebook"])
     run.add_argument("--max-events", type=int, default=None, help="only the first N events (by id)")
     run.add_argument(

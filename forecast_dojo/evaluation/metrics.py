@@ -90,7 +90,7 @@ def paired_difference(
 
 def format_table(table: Sequence[dict[str, Any]]) -> str:
     """A fixed-width text table of :func:`summarize` output (higher scores are better)."""
-    header = f"{'agent':<10} {'memory':<9} {'events':>6} {'steps':>6} {'invalid':>7}  " + "  ".join(
+    header = f"{'agent':<14} {'memory':<9} {'events':>6} {'steps':>6} {'invalid':>7}  " + "  ".join(
         f"{s + ' (95% CI)':>26}" for s in SCORES
     )
     lines = [header, "-" * len(header)]
@@ -100,7 +100,7 @@ def format_table(table: Sequence[dict[str, Any]]) -> str:
             low, high = line[f"{s}_ci"]
             cells.append(f"{line[s]:>8.4f} [{low:>7.4f},{high:>7.4f}]")
         lines.append(
-            f"{line['agent']:<10} {line['memory']:<9} {line['events']:>6} {line['steps']:>6} {line['invalid']:>7.1%}  "
+            f"{line['agent']:<14} {line['memory']:<9} {line['events']:>6} {line['steps']:>6} {line['invalid']:>7.1%}  "
             + "  ".join(f"{c:>26}" for c in cells)
         )
     return "\n".join(lines)
