@@ -112,5 +112,8 @@ def run_command(args: argparse.Namespace) -> int:
     (args.out / "summary.json").write_text(
         json.dumps({"table": table, "comparisons": comparisons}, indent=2, default=list)
     )
-    print(f"\nTrajectory logs, rows and summary in {args.out}/")
+    from forecast_dojo.evaluation.plots import plot_run
+
+    plot_run(rows, {e.id: e.outcome_index for e in events}, args.out / "scores.png")
+    print(f"\nTrajectory logs, rows, summary and figure (scores.png) in {args.out}/")
     return 0
