@@ -139,11 +139,12 @@ def bench_dense(
             n_visible = int(n * fraction)
             count = exact_queries if kind == "exact" else len(queries)
             single = [
-                timed(lambda q=q: index.search(queries[q : q + 1], n_visible, TOP_K)) for q in range(count)
+                timed(lambda q=q, ix=index, nv=n_visible: ix.search(queries[q : q + 1], nv, TOP_K))
+                for q in range(count)
             ]
-            batches = range(0, min(count, len(queries)) - BATCH + 1, BATCH)
+            batches = range(0, max(count, 2 * BATCH) - BATCH + 1, BATCH)  # >= 2 batches, even for exact
             batch = [
-                timed(lambda lo=lo: index.search(queries[lo : lo + BATCH], n_visible, TOP_K))
+                timed(lambda lo=lo, ix=index, nv=n_visible: ix.search(queries[lo : lo + BATCH], nv, TOP_K))
                 for lo in batches
             ]
             found = index.search(queries, n_visible, TOP_K)
@@ -196,9 +197,13 @@ def bench_lexical(corpus_dir: Path, queries: list[str], rows: list[dict[str, obj
     ):
         for fraction in FRACTIONS:
             n_visible = int(len(corpus) * fraction)
-            single = [timed(lambda q=q: retriever.search(q, n_visible, TOP_K)) for q in queries]
+            single = [timed(lambda q=q, r=retriever, nv=n_visible: r.search(q, nv, TOP_K)) for q in queries]
             batch = [
-                timed(lambda lo=lo: [retriever.search(q, n_visible, TOP_K) for q in queries[lo : lo + BATCH]])
+                timed(
+                    lambda lo=lo, r=retriever, nv=n_visible: [
+                        r.search(q, nv, TOP_K) for q in queries[lo : lo + BATCH]
+                    ]
+                )
                 for lo in range(0, len(queries) - BATCH + 1, BATCH)
             ]
             p50, p95 = percentiles(single)
@@ -255,7 +260,6 @@ def bench_quality(n_docs: int, n_queries: int = 200) -> None:
     """Static (distilled) embedder against MiniLM on real text: top-10 agreement and title-query nDCG@10."""
     from forecast_dojo.corpus.bm25 import BM25Index
     from forecast_dojo.corpus.embedders import MiniLMEmbedder, get_embedder
-    from forecast_dojo.corpus.store import embedding_text
 
     docs = wiki_documents(date(2024, 1, 1), date(2025, 12, 31))
     rng = np.random.default_rng(0)

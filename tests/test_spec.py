@@ -92,8 +92,10 @@ def test_default_synthetic_env_uses_minilm_and_finds_evidence():
     event = env.unwrapped.events[7]
     obs, _ = env.reset(seed=0, options={"event_id": "syn-0007"})
     assert obs["event_id"] == "syn-0007" == event.id
+    # At the last step the event's own coverage exists: semantic search must surface it.
+    env.reset(seed=0, options={"event_id": "syn-0007", "step": event.n_steps - 1})
     obs, *_ = env.step(tool_call("search", query=event.question, top_k=10))
     hits = json.loads(obs["messages"][0]["content"])
-    names = [w for w in event.question.split() if w[:1].isupper()][1:]
-    assert hits and any(all(n.strip("?") in h["title"] + h["snippet"] for n in names[:2]) for h in hits)
+    name = [w for w in event.question.split() if w[:1].isupper()][1]
+    assert sum(name in h["title"] + h["snippet"] for h in hits) >= 3
     env.close()

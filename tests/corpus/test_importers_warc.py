@@ -10,8 +10,6 @@ import pytest
 pytest.importorskip("warcio")
 pytest.importorskip("trafilatura")
 
-from warc_fixtures import PAGES, Page, jsonld, meta, title, write_warc  # noqa: E402
-
 from forecast_dojo.corpus.importers.warc import (  # noqa: E402
     date_page,
     load_warc,
@@ -21,6 +19,8 @@ from forecast_dojo.corpus.importers.warc import (  # noqa: E402
     url_date,
 )
 from forecast_dojo.timeutil import UTC, end_of_day  # noqa: E402
+
+from .warc_fixtures import PAGES, Page, jsonld, meta, title, write_warc  # noqa: E402
 
 
 def utc(*args: int) -> datetime:

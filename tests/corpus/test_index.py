@@ -25,9 +25,9 @@ from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus
 
 
 def clustered_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
-    """Unit vectors around 40 centres, with the centre drifting over rows (topics change over time)."""
+    """Unit vectors around 40 fixed centres, the centre drifting over rows (topics change over time)."""
     rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(40, dim))
+    centres = np.random.default_rng(dim).normal(size=(40, dim))
     topic = (np.arange(n) * 40 // n + rng.integers(0, 8, size=n)) % 40
     vectors = centres[topic] + 0.6 * rng.normal(size=(n, dim))
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
@@ -69,15 +69,43 @@ def test_ivf_recall_holds_at_every_visible_fraction(kind: str) -> None:
         assert hits / (10 * len(queries)) >= 0.9, f"{kind} recall@10 at {fraction:.0%} visible"
 
 
-def test_probing_widens_as_the_filter_tightens() -> None:
-    vectors = clustered_vectors(2000, 16)
-    index = IVFIndex.train("ivf-flat", vectors, IVFParams(nlist=40, nprobe=4), progress=False)
-    assert index.nprobe_for(2000) == 4
-    assert index.nprobe_for(1000) == 8
-    assert index.nprobe_for(200) == 40  # capped at nlist
+def test_probes_skip_lists_without_visible_vectors_and_widen_as_the_filter_tightens() -> None:
+    vectors = clustered_vectors(4000, 16)
+    index = IVFIndex.train("ivf-flat", vectors, IVFParams(nlist=40, nprobe=4, exact_below=0), progress=False)
+    queries = vectors[-20:]  # the latest topics: their nearest lists are mostly in the future
+    for n_visible in (4000, 1000, 200):
+        lists, _ = index.probe_plan(queries, n_visible, fetch=10)
+        visible = index._visible_per_list(n_visible)
+        assert all(visible[lst] > 0 for lst in lists[lists >= 0]), "a list without visible vectors was probed"
+        # Enough visible vectors are probed for every query, wherever its nearest lists are.
+        assert all(visible[row[row >= 0]].sum() >= min(4 * 4000 / 40, n_visible) for row in lists)
+    # Under a tight filter the nearest lists of the latest topics hold nothing visible: they are skipped.
+    _, nearest = index.index.quantizer.search(queries, 4)
+    empty = index._visible_per_list(200)[nearest] == 0
+    assert empty.any()
+    lists, _ = index.probe_plan(queries, 200, fetch=10)
+    assert not any(set(nearest[q][empty[q]]) & set(lists[q].tolist()) for q in range(len(queries)))
+    counts = index._visible_per_list(1234)
+    assert (
+        counts.sum() == 1234
+        and counts.tolist() == np.bincount(index._list_of_row[:1234], minlength=40).tolist()
+    )
     # Below exact_below the scan is exact, whatever the index.
+    index.params.exact_below = 300
     exact = index.search(vectors[:2], 300, 5)
-    assert [[r for r, _ in res] for res in exact] == [brute_force(vectors, vectors[i], 300, 5) for i in range(2)]
+    assert [[r for r, _ in res] for res in exact] == [
+        brute_force(vectors, vectors[i], 300, 5) for i in range(2)
+    ]
+
+
+def test_calibration_picks_the_smallest_nprobe_reaching_the_target() -> None:
+    vectors = clustered_vectors(5000, 16, seed=5)
+    loose = IVFIndex.train("ivf-flat", vectors, IVFParams(nlist=60, target_recall=0.5), progress=False)
+    strict = IVFIndex.train("ivf-flat", vectors, IVFParams(nlist=60, target_recall=0.99), progress=False)
+    assert 1 <= loose.params.nprobe <= strict.params.nprobe <= 60
+    assert (
+        IVFIndex.train("ivf-flat", vectors, IVFParams(nlist=60, nprobe=7), progress=False).params.nprobe == 7
+    )
 
 
 def test_auto_chooses_by_size() -> None:
@@ -115,6 +143,9 @@ def test_persisted_index_reloads_and_matches(corpus_dir: Path, tmp_path: Path, k
     queries = corpus.embeddings[:5]
     assert loaded.search(queries, 700, 10) == built.search(queries, 700, 10)
     assert isinstance(load_dense_index(reloaded_corpus, kind, nprobe=2), IVFIndex)
+    # Under exact_below the persisted index answers with the exact scan (for ivf-pq: from the shards).
+    exact_path = load_dense_index(reloaded_corpus, kind, exact_below=10**6)
+    assert exact_path.search(queries, 700, 10) == ExactIndex(corpus.embeddings).search(queries, 700, 10)
     with pytest.raises(ValueError, match="only"):
         load_dense_index(reloaded_corpus, kind, nlist=3)
 

@@ -18,7 +18,9 @@ from forecast_dojo.timeutil import to_micros
 class FlakyEmbedder:
     """Wraps an embedder, counts every text it encodes, and raises after ``fail_after`` calls."""
 
-    def __init__(self, inner: HashingEmbedder, fail_after: int | None = None, name: str | None = None) -> None:
+    def __init__(
+        self, inner: HashingEmbedder, fail_after: int | None = None, name: str | None = None
+    ) -> None:
         self.inner = inner
         self.dim = inner.dim
         self.name = name or inner.name
@@ -68,7 +70,9 @@ def test_interrupted_build_resumes_without_embedding_anything_twice(tmp_path: Pa
     with pytest.raises(KeyboardInterrupt):
         build_corpus(docs, out, first, batch_size=5, shard_rows=70, progress=False)
     assert not (out / "manifest.json").exists()
-    assert list((out / "embeddings").glob("*.partial.npy")), "the interrupted shard keeps its committed progress"
+    assert list((out / "embeddings").glob("*.partial.npy")), (
+        "the interrupted shard keeps its committed progress"
+    )
     second = FlakyEmbedder(HashingEmbedder(32))
     corpus = build_corpus(docs, out, second, batch_size=5, shard_rows=70, progress=False)
     assert first.calls == 9 and 0 < sum(first.encoded.values()) < len(docs)
@@ -85,7 +89,14 @@ def test_resume_with_another_embedder_or_other_documents_starts_over(tmp_path: P
     docs = sample_documents(200, seed=6)
     out = tmp_path / "c"
     with pytest.raises(KeyboardInterrupt):
-        build_corpus(docs, out, FlakyEmbedder(HashingEmbedder(32), fail_after=3), batch_size=5, shard_rows=50, progress=False)
+        build_corpus(
+            docs,
+            out,
+            FlakyEmbedder(HashingEmbedder(32), fail_after=3),
+            batch_size=5,
+            shard_rows=50,
+            progress=False,
+        )
     other_model = FlakyEmbedder(HashingEmbedder(32), name="another-model-32")
     corpus = build_corpus(docs, out, other_model, batch_size=5, shard_rows=50, progress=False)
     assert sum(other_model.encoded.values()) == len(docs), "vectors of a different model are never reused"
@@ -93,7 +104,14 @@ def test_resume_with_another_embedder_or_other_documents_starts_over(tmp_path: P
 
     out2 = tmp_path / "c2"
     with pytest.raises(KeyboardInterrupt):
-        build_corpus(docs, out2, FlakyEmbedder(HashingEmbedder(32), fail_after=3), batch_size=5, shard_rows=50, progress=False)
+        build_corpus(
+            docs,
+            out2,
+            FlakyEmbedder(HashingEmbedder(32), fail_after=3),
+            batch_size=5,
+            shard_rows=50,
+            progress=False,
+        )
     changed = sample_documents(200, seed=7)
     fresh = FlakyEmbedder(HashingEmbedder(32))
     build_corpus(changed, out2, fresh, batch_size=5, shard_rows=50, progress=False)
@@ -105,7 +123,10 @@ def test_existing_corpus_needs_overwrite(tmp_path: Path) -> None:
     build_corpus(docs, tmp_path / "c", HashingEmbedder(16), progress=False)
     with pytest.raises(CorpusError, match="overwrite"):
         build_corpus(docs, tmp_path / "c", HashingEmbedder(16), progress=False)
-    assert len(build_corpus(docs[:10], tmp_path / "c", HashingEmbedder(16), progress=False, overwrite=True)) == 10
+    assert (
+        len(build_corpus(docs[:10], tmp_path / "c", HashingEmbedder(16), progress=False, overwrite=True))
+        == 10
+    )
 
 
 def test_duplicate_ids_and_empty_input_are_rejected(tmp_path: Path) -> None:
@@ -118,7 +139,9 @@ def test_duplicate_ids_and_empty_input_are_rejected(tmp_path: Path) -> None:
 
 @pytest.fixture
 def built(tmp_path: Path) -> Path:
-    build_corpus(sample_documents(120, seed=10), tmp_path / "c", HashingEmbedder(16), progress=False, shard_rows=50)
+    build_corpus(
+        sample_documents(120, seed=10), tmp_path / "c", HashingEmbedder(16), progress=False, shard_rows=50
+    )
     return tmp_path / "c"
 
 
@@ -130,7 +153,9 @@ def _edit_manifest(path: Path, **changes: object) -> None:
 
 def test_load_rejects_the_wrong_embedder(built: Path) -> None:
     assert Corpus.load(built, expect_embedder="hashing-bow-16").embedder_name == "hashing-bow-16"
-    with pytest.raises(CorpusError, match="embedded with 'hashing-bow-16', but 'all-MiniLM-L6-v2@128' was expected"):
+    with pytest.raises(
+        CorpusError, match="embedded with 'hashing-bow-16', but 'all-MiniLM-L6-v2@128' was expected"
+    ):
         Corpus.load(built, expect_embedder="all-MiniLM-L6-v2@128")
 
 

@@ -1,0 +1,132 @@
+"""BM25 with visible-only statistics: exact against an index of the visible documents alone."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecast_dojo.corpus.bm25 import BM25Index, build_bm25_index, tokenize
+from forecast_dojo.corpus.embedders import HashingEmbedder
+from forecast_dojo.corpus.sample import sample_documents
+from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus, embedding_text
+from forecast_dojo.schema import Document
+from forecast_dojo.timeutil import to_micros
+
+
+def reference_bm25(texts: list[str], query: str, k1: float = 1.5, b: float = 0.75) -> dict[int, float]:
+    """Textbook Lucene BM25 over exactly these texts (the visible ones), written independently."""
+    docs = [Counter(tokenize(t)) for t in texts]
+    lengths = [sum(d.values()) for d in docs]
+    avgdl = sum(lengths) / len(docs)
+    scores: dict[int, float] = {}
+    for term in set(tokenize(query)):
+        df = sum(1 for d in docs if term in d)
+        if df == 0:
+            continue
+        idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+        for row, d in enumerate(docs):
+            if term in d:
+                tf = d[term]
+                scores[row] = scores.get(row, 0.0) + idf * tf * (k1 + 1) / (
+                    tf + k1 * (1 - b + b * lengths[row] / avgdl)
+                )
+    return scores
+
+
+TEXTS = [embedding_text(d.title, d.text) for d in sample_documents(400, seed=21)]
+QUERIES = [
+    "earthquake coast rescue",
+    "central bank inflation rates",
+    "w17 w3 goal",
+    "court verdict",
+    "nothing-matches-this",
+]
+
+
+def test_tokenize_lowercases_and_drops_stopwords() -> None:
+    assert tokenize("The Ukrainian Army launches an offensive in Kursk_Oblast, 2025!") == [
+        "ukrainian",
+        "army",
+        "launches",
+        "offensive",
+        "kursk",
+        "oblast",
+        "2025",
+    ]
+    assert tokenize("Émilia Pérez wins") == ["émilia", "pérez", "wins"]
+
+
+@pytest.mark.parametrize("n_visible", [1, 7, 100, 399, 400])
+def test_scores_use_only_visible_statistics(n_visible: int) -> None:
+    index = BM25Index.build(TEXTS, progress=False)
+    for query in QUERIES:
+        rows, scores = index.scores(query, n_visible)
+        expected = reference_bm25(TEXTS[:n_visible], query)
+        assert rows.tolist() == sorted(expected)
+        np.testing.assert_allclose(scores, [expected[r] for r in sorted(expected)], rtol=1e-12)
+        assert rows.size == 0 or rows.max() < n_visible
+
+
+def test_documents_after_the_cutoff_do_not_change_scores_before_it(tmp_path: Path) -> None:
+    docs = sample_documents(300, n_instants=30, seed=22)
+    last = max(d.available_at for d in docs)
+    future = [
+        Document(
+            id=f"future-{i}",
+            title="earthquake earthquake",
+            text="earthquake coast rescue " * (i + 1),
+            published_at=last,
+            available_at=last + timedelta(days=1),
+        )
+        for i in range(40)
+    ]
+    before = build_corpus(docs, tmp_path / "before", HashingEmbedder(16), progress=False)
+    after = build_corpus(docs + future, tmp_path / "after", HashingEmbedder(16), progress=False)
+    cutoff = to_micros(last + timedelta(days=1))  # the future documents are available exactly at the cutoff
+    assert before.n_visible(cutoff) == after.n_visible(cutoff) == len(docs)
+    index_before = build_bm25_index(before, progress=False)
+    index_after = build_bm25_index(after, progress=False)
+    for query in QUERIES:
+        assert index_before.search(query, len(docs), 20) == index_after.search(
+            query, after.n_visible(cutoff), 20
+        )
+    # ...while a corpus-wide statistic would have changed them: earthquake is far more common afterwards.
+    assert index_after.search("earthquake", len(after), 20) != index_before.search(
+        "earthquake", len(docs), 20
+    )
+
+
+def test_search_never_pads_with_non_matching_or_invisible_rows() -> None:
+    texts = ["alpha beta", "gamma", "alpha", "delta", "alpha alpha"]
+    index = BM25Index.build(texts, progress=False)
+    assert [r for r, _ in index.search("alpha", 2, 10)] == [0]
+    assert [r for r, _ in index.search("alpha", 5, 10)] == [4, 2, 0]
+    assert index.search("zeta", 5, 10) == [] and index.search("alpha", 0, 10) == []
+
+
+def test_ties_break_by_row() -> None:
+    index = BM25Index.build(
+        ["same words here", "other", "same words here", "same words here"], progress=False
+    )
+    assert [r for r, _ in index.search("same words", 4, 3)] == [0, 2, 3]
+
+
+def test_persisted_index_round_trips_and_is_verified(tmp_path: Path) -> None:
+    corpus = build_corpus(sample_documents(200, seed=23), tmp_path / "c", HashingEmbedder(16), progress=False)
+    built = build_bm25_index(corpus, progress=False)
+    loaded = BM25Index.load(Corpus.load(tmp_path / "c"))
+    for query in QUERIES:
+        assert loaded.search(query, 150, 10) == built.search(query, 150, 10)
+    vocab = tmp_path / "c" / "index" / "bm25-vocabulary.json"
+    vocab.write_text(vocab.read_text().replace('"', "'", 2))
+    with pytest.raises(CorpusError, match="bm25-vocabulary.json does not match its sha256"):
+        BM25Index.load(Corpus.load(tmp_path / "c"))
+    shutil.rmtree(tmp_path / "c" / "index")
+    with pytest.raises(CorpusError, match="missing file index/bm25"):
+        BM25Index.load(Corpus.load(tmp_path / "c"))

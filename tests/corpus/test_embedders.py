@@ -1,0 +1,71 @@
+"""Embedders: determinism, normalization, names, and the static model distilled from MiniLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecast_dojo.corpus.distill import cache_dir, distill_static_minilm
+from forecast_dojo.corpus.embedders import HashingEmbedder, MiniLMEmbedder, StaticMiniLMEmbedder, get_embedder
+
+
+def test_hashing_is_deterministic_and_normalized() -> None:
+    embedder = HashingEmbedder(64)
+    vectors = embedder.encode(["Flood in Dhaka", "flood in dhaka", ""])
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(vectors[0], vectors[1])
+    assert not vectors[2].any()
+
+
+def test_get_embedder_names() -> None:
+    assert get_embedder("hashing").name == "hashing-bow-256"
+    assert get_embedder("hashing-bow-48").dim == 48
+    with pytest.raises(ValueError, match="unknown embedder 'bert'.*static-minilm"):
+        get_embedder("bert")
+
+
+def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(tmp_path / "cache"))
+    assert cache_dir() == tmp_path / "cache"
+    monkeypatch.delenv("FORECAST_DOJO_CACHE")
+    assert cache_dir() == Path.home() / ".cache" / "forecast_dojo"
+
+
+@pytest.fixture(scope="module")
+def static_embedder(tmp_path_factory: pytest.TempPathFactory) -> StaticMiniLMEmbedder:
+    """A static model distilled from the first 3000 vocabulary entries only (seconds, not a minute)."""
+    out = tmp_path_factory.mktemp("static") / "static-minilm-64-v1"
+    distill_static_minilm(out, dims=64, max_tokens=3000, progress=False)
+    return StaticMiniLMEmbedder(dim=64, model_dir=str(out))
+
+
+def test_static_embedder_is_a_normalized_mean_of_token_rows(static_embedder: StaticMiniLMEmbedder) -> None:
+    texts = ["The government called an election.", "music film song", "", "zzqxj"]
+    vectors = static_embedder.encode(texts)
+    assert vectors.shape == (4, 64) and vectors.dtype == np.float32
+    for text, vector in zip(texts, vectors, strict=True):
+        ids = static_embedder.tokenizer.encode(text, add_special_tokens=False).ids
+        rows = [static_embedder.token_rows[i] for i in ids if static_embedder.token_rows[i] >= 0]
+        expected = static_embedder.table[rows].mean(axis=0) if rows else np.zeros(64)
+        norm = np.linalg.norm(expected)
+        np.testing.assert_allclose(vector, expected / norm if norm else expected, atol=1e-5)
+    assert static_embedder.name == "static-minilm-64"
+
+
+def test_static_embedder_ranks_related_text_higher(static_embedder: StaticMiniLMEmbedder) -> None:
+    query, related, unrelated = static_embedder.encode(
+        ["government election vote", "the election and the vote of the government", "music film song"]
+    )
+    assert query @ related > query @ unrelated + 0.2
+
+
+def test_minilm_encodes_offline_and_normalized() -> None:
+    embedder = MiniLMEmbedder(max_seq_length=32)
+    vectors = embedder.encode(
+        ["Earthquake hits the coast", "A tremor strikes the shore", "Stock prices rise"]
+    )
+    assert embedder.name == "all-MiniLM-L6-v2@32" and vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]

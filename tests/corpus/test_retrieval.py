@@ -1,0 +1,139 @@
+"""Retrievers end to end: kinds, errors, and the no-future-document property for every index type."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from forecast_dojo.corpus.embedders import HashingEmbedder
+from forecast_dojo.corpus.retrieval import (
+    BM25Retriever,
+    DenseRetriever,
+    ExactDenseRetriever,
+    HybridRetriever,
+    build_indexes,
+    make_retriever,
+)
+from forecast_dojo.corpus.sample import TOPICS, sample_documents
+from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus
+from forecast_dojo.gateway import TemporalGateway
+from forecast_dojo.timeutil import from_micros
+
+EMBEDDER = HashingEmbedder(32)
+DENSE_KINDS = ["exact", "ivf-flat", "ivf-sq8", "ivf-pq"]
+WORDS = sorted({w for topic in TOPICS for w in topic.split()} | {"w1", "w42", "report"})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+    """1200 documents on 60 instants (20 per instant on average), with every index type persisted."""
+    out = tmp_path_factory.mktemp("retrieval") / "c"
+    built = build_corpus(
+        sample_documents(1200, n_instants=60, seed=31), out, EMBEDDER, progress=False, shard_rows=300
+    )
+    # exact_below=0 forces the IVF code path even for tiny visible prefixes.
+    for kind in ("ivf-flat", "ivf-sq8", "ivf-pq"):
+        build_indexes(
+            built, dense=kind, bm25=kind == "ivf-pq", progress=False, nlist=12, pq_m=8, exact_below=0
+        )
+    return Corpus.load(out)
+
+
+@pytest.fixture(scope="module")
+def retrievers(corpus: Corpus) -> dict[str, object]:
+    found: dict[str, object] = {
+        kind: make_retriever("dense", corpus, EMBEDDER, index=kind) for kind in DENSE_KINDS
+    }
+    found["bm25"] = make_retriever("bm25", corpus)
+    for kind in DENSE_KINDS:
+        found[f"hybrid-{kind}"] = make_retriever("hybrid", corpus, EMBEDDER, index=kind, depth=30)
+    return found
+
+
+def test_make_retriever_kinds(corpus: Corpus, retrievers: dict[str, object]) -> None:
+    assert isinstance(retrievers["ivf-sq8"], DenseRetriever) and retrievers["ivf-sq8"].index.kind == "ivf-sq8"
+    assert isinstance(retrievers["bm25"], BM25Retriever)
+    assert isinstance(retrievers["hybrid-exact"], HybridRetriever)
+    assert make_retriever("dense", corpus, EMBEDDER).index.kind == "ivf-flat"  # auto: the persisted index
+    with pytest.raises(ValueError, match="unknown retriever 'sparse'"):
+        make_retriever("sparse", corpus, EMBEDDER)
+    with pytest.raises(ValueError, match="needs the corpus's embedder"):
+        make_retriever("dense", corpus)
+    with pytest.raises(CorpusError, match="embedded with 'hashing-bow-32', not 'hashing-bow-16'"):
+        make_retriever("dense", corpus, HashingEmbedder(16))
+    with pytest.raises(ValueError, match="unknown dense index 'hnsw'"):
+        make_retriever("dense", corpus, EMBEDDER, index="hnsw")
+
+
+def test_exact_retriever_matches_brute_force(corpus: Corpus) -> None:
+    retriever = ExactDenseRetriever(corpus, EMBEDDER)
+    query = "earthquake coast rescue"
+    scores = corpus.embeddings[:500] @ EMBEDDER.encode([query])[0]
+    expected = np.lexsort((np.arange(500), -scores))[:10].tolist()
+    assert [r for r, _ in retriever.search(query, 500, 10)] == expected
+
+
+def test_bm25_is_built_in_memory_when_not_persisted(corpus: Corpus, tmp_path: Path) -> None:
+    shutil.copytree(corpus.path, tmp_path / "c")
+    manifest_path = tmp_path / "c" / "manifest.json"
+    import json
+
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["indexes"]["bm25"]
+    manifest_path.write_text(json.dumps(manifest))
+    fresh = make_retriever("bm25", Corpus.load(tmp_path / "c"))
+    persisted = make_retriever("bm25", corpus)
+    assert fresh.search("court ruling", 900, 10) == persisted.search("court ruling", 900, 10)
+
+
+@pytest.mark.parametrize("kind", DENSE_KINDS + ["bm25"] + [f"hybrid-{k}" for k in DENSE_KINDS])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    instant_index=st.integers(min_value=0, max_value=59),
+    shift_us=st.sampled_from([-1, 0, 0, 0, 1]),
+    words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+    top_k=st.integers(min_value=1, max_value=25),
+)
+def test_no_document_at_or_after_the_cutoff_is_ever_returned(
+    corpus: Corpus,
+    retrievers: dict[str, object],
+    kind: str,
+    instant_index: int,
+    shift_us: int,
+    words: list[str],
+    top_k: int,
+) -> None:
+    instants = np.unique(corpus.available_us)
+    # Mostly cutoffs exactly at a document's available_at: those documents must be invisible.
+    cutoff_us = int(instants[min(instant_index, instants.size - 1)]) + shift_us
+    n_visible = corpus.n_visible(cutoff_us)
+    query = " ".join(words)
+    hits = retrievers[kind].search(query, n_visible, top_k)
+    assert len(hits) <= top_k
+    assert all(0 <= row < n_visible and int(corpus.available_us[row]) < cutoff_us for row, _ in hits)
+    assert len({row for row, _ in hits}) == len(hits)
+    scores = [score for _, score in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert hits == retrievers[kind].search(query, n_visible, top_k), "same query, same cutoff, same list"
+    if kind.startswith(("exact", "ivf")) and n_visible >= top_k:
+        assert len(hits) == top_k, "the filter is applied inside the search, not by dropping results"
+    # Through the gateway nothing is dropped either: the retriever already respected the cutoff.
+    view = TemporalGateway(corpus, retrievers[kind]).at(from_micros(cutoff_us))
+    assert view.search(query, top_k) == hits
+
+
+def test_everything_is_invisible_before_the_first_instant(
+    retrievers: dict[str, object], corpus: Corpus
+) -> None:
+    first = int(corpus.available_us[0])
+    assert corpus.n_visible(first) == 0
+    for retriever in retrievers.values():
+        assert retriever.search("election vote", 0, 10) == []
+    view = TemporalGateway(corpus, retrievers["exact"]).at(from_micros(first) + timedelta(microseconds=1))
+    assert all(int(corpus.available_us[row]) == first for row, _ in view.search("election", 50))
