@@ -11,6 +11,7 @@ A spec is a TOML file (see ``envs/``)::
     # corpus = "path/corpus_dir"
     [env]
     retriever = "dense"              # dense | bm25 | hybrid
+    # [retriever] index = "ivf-sq8", nprobe = 16, depth = 50, rrf_k = 60  (options for make_retriever)
     memory = "none"                  # none | notebook
     reward = "brier"                 # brier | log | spherical
     tools = ["search", "read", "python", "submit_forecast"]
@@ -60,6 +61,7 @@ class EnvSpec:
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
     retriever: str = "dense"
+    retriever_options: dict[str, Any] = field(default_factory=dict)
     memory: str = "none"
     reward: str = "brier"
     tools: tuple[str, ...] = TOOL_NAMES
@@ -75,7 +77,7 @@ class EnvSpec:
             raise
         except tomllib.TOMLDecodeError as err:
             raise SpecError(f"{path}: not valid TOML ({err})") from err
-        unknown = set(raw) - {"name", "description", "data", "env", "budgets"}
+        unknown = set(raw) - {"name", "description", "data", "env", "budgets", "retriever"}
         if unknown:
             raise SpecError(f"{path}: unknown top-level keys {sorted(unknown)}")
         data, env, budgets = raw.get("data", {}), raw.get("env", {}), raw.get("budgets", {})
@@ -101,6 +103,7 @@ class EnvSpec:
                 corpus=resolve(data.get("corpus")),
                 event_ids=tuple(data["event_ids"]) if "event_ids" in data else None,
                 retriever=env.get("retriever", "dense"),
+                retriever_options=dict(raw.get("retriever", {})),
                 memory=env.get("memory", "none"),
                 reward=env.get("reward", "brier"),
                 tools=tuple(env.get("tools", TOOL_NAMES)),
@@ -162,7 +165,7 @@ def make_env(spec: EnvSpec, **overrides: Any) -> ForecastDojoEnv:
         events = [e for e in events if e.id in wanted]
     corpus = _corpus(corpus_path)
     embedder = _embedder(spec.embedder or corpus.embedder_name)
-    retriever = make_retriever(spec.retriever, corpus, embedder)
+    retriever = make_retriever(spec.retriever, corpus, embedder, **spec.retriever_options)
     metadata = {
         "env_spec": {
             "name": spec.name,

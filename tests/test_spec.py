@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gymnasium as gym
@@ -99,3 +100,32 @@ def test_default_synthetic_env_uses_minilm_and_finds_evidence():
     name = [w for w in event.question.split() if w[:1].isupper()][1]
     assert sum(name in h["title"] + h["snippet"] for h in hits) >= 3
     env.close()
+
+
+def test_spec_retriever_and_options(tmp_path, tiny_corpus_dir):
+    import shutil
+
+    from forecast_dojo.corpus.retrieval import build_indexes
+    from forecast_dojo.corpus.store import Corpus
+    from forecast_dojo.schema import save_events
+
+    tiny_corpus_dir = shutil.copytree(tiny_corpus_dir, tmp_path / "corpus")  # indexes go into a copy
+    build_indexes(Corpus.load(tiny_corpus_dir), dense=None, bm25=True, progress=False)
+    save_events(tiny_events(), tmp_path / "events.jsonl")
+    path = write(
+        tmp_path,
+        f'name = "Tiny-v0"\n[data]\nevents = "events.jsonl"\ncorpus = "{tiny_corpus_dir}"\n'
+        '[env]\nretriever = "hybrid"\n[retriever]\ndepth = 30\nrrf_k = 10\n',
+    )
+    env = forecast_dojo.ForecastDojoEnv.from_spec(path, python_runner=None)
+    env.reset("harbor")
+    obs, *_ = env.step(tool_call("search", query="Harbor Act lawmakers", top_k=5))
+    assert len(json.loads(obs["messages"][0]["content"])) == 5
+    with pytest.raises(ValueError):
+        forecast_dojo.ForecastDojoEnv.from_spec(
+            write(
+                tmp_path,
+                f'name = "x"\n[data]\nevents = "events.jsonl"\ncorpus = "{tiny_corpus_dir}"\n[env]\nretriever = "bm25"\n[retriever]\nnprobe = 3\n',
+            ),
+            python_runner=None,
+        )

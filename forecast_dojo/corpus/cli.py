@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--start", type=_day, help="first day to import (YYYY-MM-DD, inclusive)")
     build.add_argument("--end", type=_day, help="last day to import (YYYY-MM-DD, inclusive)")
     build.add_argument(
-        "--embedder", help="minilm | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)"
+        "--embedder",
+        help="minilm | static-minilm (fast) | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)",
     )
     build.add_argument(
         "--config", type=Path, help="build recipe (TOML), e.g. corpus/wikipedia-current-events.toml"
@@ -44,6 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--runner", choices=("single", "ray"), default="single", help="single process or Ray Data"
     )
     build.add_argument("--ray-address", help="Ray cluster address for --runner ray (default: local)")
+    build.add_argument(
+        "--dense-index",
+        default="auto",
+        choices=["auto", "exact", "ivf-flat", "ivf-sq8", "ivf-pq", "none"],
+        help="dense index to build after embedding (auto: exact scan for small corpora, IVF for large)",
+    )
+    build.add_argument("--no-bm25", action="store_true", help="do not build the BM25 index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing corpus in --out")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build)
@@ -98,9 +106,18 @@ def run_build(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 overwrite=args.overwrite,
             )
+        from forecast_dojo.corpus.retrieval import build_indexes
+
+        dense = None if args.dense_index == "none" else args.dense_index
+        built = build_indexes(
+            result.corpus, dense=dense, bm25=not args.no_bm25, progress=not args.no_progress
+        )
     except (RecipeError, CorpusError, SchemaError, FileNotFoundError, ValueError) as err:
         print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
         return 2
     print_report(result.report)
+    print(
+        f"  indexes: {', '.join(f'{k}={v}' for k, v in built.items()) or 'none (exact scan at search time)'}"
+    )
     print(f"  written to {args.out}")
     return 0

@@ -117,7 +117,9 @@ def test_generic_build_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     )
     printed = capsys.readouterr().out
     assert "dedup_minhash" in printed and "documents: 2" in printed
-    assert Corpus.load(out).content_hash == result.corpus.content_hash
+    assert "indexes: dense=exact, bm25" in printed
+    built = Corpus.load(out)
+    assert built.content_hash == result.corpus.content_hash and "bm25" in built.indexes()
     # Building into an existing corpus needs --overwrite; errors are printed, not raised.
     assert (
         run_cli(
