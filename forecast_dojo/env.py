@@ -17,7 +17,6 @@ Contract (see README for the full version):
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, normalize_message
+from forecast_dojo.trajectory import TrajectoryWriter, decoded_arguments, normalize_message
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
@@ -330,7 +329,7 @@ class ForecastDojoEnv(gym.Env):
             {
                 "id": call.id,
                 "name": call.name,
-                "arguments": call.raw_arguments,
+                "arguments": decoded_arguments(call.raw_arguments),
                 "result": (result.content or "")[:RESULT_SUMMARY_CHARS],
                 "doc_ids": list(result.doc_ids),
                 "error": result.error,
@@ -400,7 +399,7 @@ class ForecastDojoEnv(gym.Env):
             "forecast_date": cutoff.date().isoformat(),
             "memory": self.memory,
             "messages": [normalize_message(m) for m in self._messages],
-            "tools": json.dumps(self._schemas),
+            "tools": copy.deepcopy(self._schemas),
             "tool_calls": self._tool_log,
             "notebook_in": self._notebook_in.to_json() if self._notebook_in else None,
             "notebook_out": submission.notebook.to_json() if submission.notebook else None,

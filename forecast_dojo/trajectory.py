@@ -3,7 +3,8 @@
 A run directory holds ``run.json`` (env spec, corpus manifest hash, package version, seed: stored
 once) and ``steps.jsonl``. ``datasets.load_dataset("json", data_files=".../steps.jsonl")`` reads it
 without custom code; the ``messages`` and ``tools`` columns are what TRL's SFT trainer expects.
-Every record has the same keys and types, so Arrow infers one schema for the whole file.
+Every record has the same keys; values whose shape varies (tool arguments, tool schemas) load as
+``datasets.Json`` features, exactly as written.
 """
 
 from __future__ import annotations
@@ -24,15 +25,33 @@ def run_id_for(metadata: dict[str, Any]) -> str:
     return f"run-{digest[:12]}"
 
 
+def decoded_arguments(arguments: Any) -> Any:
+    """Tool-call arguments as chat templates expect them: a dict when they are a JSON object, else as sent."""
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+        return value if isinstance(value, dict) else arguments
+    return arguments
+
+
 def normalize_message(message: dict[str, Any]) -> dict[str, Any]:
-    """A message with exactly the keys role, content, tool_calls, tool_call_id, name (Arrow-friendly)."""
+    """A message with exactly the keys role, content, tool_calls, tool_call_id, name.
+
+    Tool-call arguments are stored decoded (a dict), the form TRL and Hugging Face chat templates
+    render; ``datasets`` keeps their mixed shapes exactly (a ``Json`` feature).
+    """
     calls = message.get("tool_calls") or None
     if calls is not None:
         calls = [
             {
                 "id": c["id"],
                 "type": "function",
-                "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+                "function": {
+                    "name": c["function"]["name"],
+                    "arguments": decoded_arguments(c["function"]["arguments"]),
+                },
             }
             for c in calls
         ]

@@ -1,7 +1,5 @@
 """Trajectory logs: written per step, loaded with `datasets` without custom code."""
 
-import json
-
 import pytest
 
 from forecast_dojo.trajectory import TrajectoryWriter, load_run_metadata, load_steps
@@ -50,11 +48,12 @@ def test_log_is_written_per_step_and_loads_with_datasets(make_tiny_env, tmp_path
         "tool",
     ]
     assert first["tool_calls"][0]["name"] == "search" and first["tool_calls"][0]["doc_ids"]
-    assert json.loads(first["tool_calls"][1]["arguments"]) == {"probabilities": [0.6, 0.3, 0.1]}
+    assert first["tool_calls"][1]["arguments"]["probabilities"] == pytest.approx([0.6, 0.3, 0.1])
+    assert first["messages"][2]["tool_calls"][0]["function"]["arguments"] == {"query": "Ostrava poll"}
     assert first["scores"]["brier"] == pytest.approx(-(0.16 + 0.09 + 0.01))
     assert first["outcome"] == "Mira Tolvanen" and first["forecast"] == pytest.approx([0.6, 0.3, 0.1])
     assert dataset[1]["flags"] == ["invalid_forecast", "no_notebook"] and dataset[1]["valid"] is False
-    assert json.loads(dataset[0]["tools"])[0]["function"]["name"] == "search"
+    assert dataset[0]["tools"] == env.tool_schemas()  # exactly as generated
     meta = load_run_metadata(tmp_path / "run")
     assert meta["seed"] == 7 and meta["corpus_content_hash"] and meta["package_version"]
 
