@@ -270,12 +270,14 @@ def _python_layout() -> _Layout:
     if not os.path.isfile(interpreter):
         interpreter = os.path.realpath(sys.executable)
     paths = sysconfig.get_paths()
-    stdlib = paths["stdlib"]
+    # The standard library (and its compiled modules in lib-dynload) belong to the base interpreter;
+    # inside a virtualenv ``platstdlib`` points into the venv, which holds no stdlib at all.
+    base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
     candidates = [
         os.path.join(prefix, "lib", f"python{sys.version_info.major}{sys.version_info.minor}.zip"),
-        stdlib,
-        paths["platstdlib"],
-        os.path.join(paths["platstdlib"], "lib-dynload"),
+        base["stdlib"],
+        base["platstdlib"],
+        os.path.join(base["platstdlib"], "lib-dynload"),
         paths["purelib"],
         paths["platlib"],
     ]
@@ -331,17 +333,13 @@ def _bwrap_argv(bwrap: str, layout: _Layout, seccomp_fd: int, limits: SandboxLim
     ]
     for name, value in _SANDBOX_ENV:
         argv += ["--setenv", name, value]
+    # The private /tmp comes first, so that binds below it (a virtualenv under /tmp) stay visible.
+    argv += ["--perms", "1777", "--size", str(_TMP_SIZE_BYTES), "--tmpfs", "/tmp"]
     for path in layout.ro_binds:
         argv += ["--ro-bind", path, path]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
     argv += [
-        "--perms",
-        "1777",
-        "--size",
-        str(_TMP_SIZE_BYTES),
-        "--tmpfs",
-        "/tmp",
         "--dev",
         "/dev",
         "--remount-ro",

@@ -12,6 +12,7 @@ import socket
 import stat
 import struct
 import sys
+import sysconfig
 import textwrap
 import time
 from collections.abc import Iterator
@@ -23,6 +24,14 @@ from forecast_dojo import sandbox
 from forecast_dojo.sandbox import SandboxLimits, run_python, sandbox_available
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# A virtualenv under /tmp is bound read-only into the sandbox's private /tmp: its first path component shows.
+TMP_BIND_ROOTS = sorted(
+    {
+        Path(p).parts[2]
+        for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+        if Path(p).parts[1:2] == ("tmp",)
+    }
+)
 FAST = SandboxLimits(timeout_s=5.0, memory_mb=256)
 
 
@@ -132,7 +141,7 @@ def test_host_files_are_invisible(tmp_path: Path) -> None:
     listings = seen["listings"]
     assert isinstance(listings, dict)
     assert listings["/etc"] is None
-    assert listings["/tmp"] == []  # a fresh tmpfs, not the host's /tmp
+    assert listings["/tmp"] == TMP_BIND_ROOTS  # a fresh tmpfs, not the host's /tmp
     # "/" and "/root" may only show the path components leading to the read-only binds.
     prefix_parts = Path(os.path.realpath(sys.base_prefix)).parts
     allowed_top = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "tmp", "dev", prefix_parts[1]}
@@ -183,7 +192,7 @@ def test_writes_outside_tmp_fail_and_tmp_is_private() -> None:
     assert all(value != "written" for value in seen.values()), seen
     for path in targets:
         assert not os.path.exists(path), path
-    assert run("import os\nprint(os.listdir('/tmp'))\n").stdout == "[]\n"  # nothing persists
+    assert run("import os\nprint(os.listdir('/tmp'))\n").stdout == f"{TMP_BIND_ROOTS}\n"  # nothing persists
 
 
 def test_file_size_limit() -> None:
