@@ -9,6 +9,7 @@ AGENTS = {
     "uniform": UniformAgent,
     "evidence": EvidenceAgent,
     "evidence-lite": lambda: EvidenceAgent(top_k=3, max_searches=1, name="evidence-lite"),
+    "smollm2": lambda: __import__("forecast_dojo.agents.llm", fromlist=["smollm2_agent"]).smollm2_agent(),
 }
 
 __all__ = ["AGENTS", "Agent", "ConversationAgent", "EvidenceAgent", "UniformAgent", "tool_call"]
