@@ -26,6 +26,10 @@ def test_run_compares_memory_modes_and_baselines(synthetic_cache, tmp_path, monk
         "evidence",
         "uniform",
         "--no-python",
+        "--max-turns",
+        "6",
+        "--max-tool-calls",
+        "6",
     ]
     assert main([*argv, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -34,6 +38,8 @@ def test_run_compares_memory_modes_and_baselines(synthetic_cache, tmp_path, monk
     summary = json.loads((out / "summary.json").read_text())
     agents = {(line["agent"], line["memory"]) for line in summary["table"]}
     assert {("evidence", "none"), ("evidence", "notebook"), ("oracle", "-"), ("market", "-")} <= agents
+    first = json.loads((out / "evidence-notebook" / "steps.jsonl").read_text().splitlines()[0])
+    assert first["budgets"]["max_turns"] == 6 and first["budgets"]["max_tool_calls"] == 6
     assert (out / "evidence-notebook" / "steps.jsonl").exists() and (
         out / "uniform-none" / "run.json"
     ).exists()

@@ -32,6 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", type=Path, default=Path("runs/latest"), help="output folder (logs, rows, summary)"
     )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
+    run.add_argument("--max-turns", type=int, help="turns per forecast step (default: the spec's budget)")
+    run.add_argument("--max-tool-calls", type=int, help="tool calls per forecast step (default: the spec's)")
     run.set_defaults(func=run_command)
 
     world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
@@ -61,6 +63,9 @@ def run_command(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"seed": args.seed}
     if args.embedder:
         overrides["embedder"] = args.embedder
+    for budget in ("max_turns", "max_tool_calls"):
+        if getattr(args, budget) is not None:
+            overrides[budget] = getattr(args, budget)
     if args.no_python:
         overrides["tools"] = tuple(t for t in spec.tools if t != "python")
     args.out.mkdir(parents=True, exist_ok=True)
