@@ -34,8 +34,8 @@ def oracle_forecast(world: SyntheticWorld, event_id: str, cutoff: datetime) -> t
 
 
 def brier_score(probabilities: Sequence[float], outcome_index: int) -> float:
-    """Multi-class Brier score of one forecast (0 perfect, 2 worst)."""
-    return float(sum((p - (1.0 if j == outcome_index else 0.0)) ** 2 for j, p in enumerate(probabilities)))
+    """Multi-class Brier loss of one forecast (0 perfect, 2 worst): the env's reward, negated."""
+    return -scoring.brier_score(probabilities, outcome_index)
 
 
 def log_loss(probabilities: Sequence[float], outcome_index: int) -> float:
