@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo import scoring
 from forecast_dojo.synthetic.world import SyntheticWorld, posterior_from_evidence, posteriors_at
 from forecast_dojo.timeutil import iso, to_micros
 
