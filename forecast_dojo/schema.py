@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.timeutil import InstantError, iso, parse_instant, to_micros
+from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
 EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
@@ -261,7 +261,3 @@ def load_events(path: str | Path) -> list[Event]:
     if len(ids) != len(set(ids)):
         raise SchemaError(f"{path}: duplicate event ids")
     return events
-
-
-def cutoff_micros(event: Event) -> list[int]:
-    return [to_micros(c) for c in event.cutoffs]

@@ -81,31 +81,19 @@ def run_build(args: argparse.Namespace) -> int:
             recipe = replace(recipe, embedder=args.embedder)
         if not args.input.exists():
             raise FileNotFoundError(f"input not found: {args.input}")
+        options = {
+            "recipe": recipe,
+            "start": args.start,
+            "end": args.end,
+            "progress": not args.no_progress,
+            "overwrite": args.overwrite,
+        }
         if args.runner == "ray":
             from forecast_dojo.corpus.ray_pipeline import build_with_ray
 
-            result = build_with_ray(
-                args.source,
-                args.input,
-                args.out,
-                recipe=recipe,
-                start=args.start,
-                end=args.end,
-                progress=not args.no_progress,
-                overwrite=args.overwrite,
-                address=args.ray_address,
-            )
+            result = build_with_ray(args.source, args.input, args.out, address=args.ray_address, **options)
         else:
-            result = build_from_source(
-                args.source,
-                args.input,
-                args.out,
-                recipe=recipe,
-                start=args.start,
-                end=args.end,
-                progress=not args.no_progress,
-                overwrite=args.overwrite,
-            )
+            result = build_from_source(args.source, args.input, args.out, **options)
         from forecast_dojo.corpus.retrieval import build_indexes
 
         dense = None if args.dense_index == "none" else args.dense_index
