@@ -167,7 +167,13 @@ class ForecastDojoEnv(gym.Env):
 
     @property
     def event(self) -> Event | None:
+        """The current episode's event (None before the first reset)."""
         return self._event
+
+    @property
+    def log_dir(self) -> Path | None:
+        """The trajectory log directory, or None when the env does not log."""
+        return self._log_dir
 
     def reset(
         self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
