@@ -36,7 +36,7 @@ from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
-from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
+from forecast_dojo.spaces import Action, AssistantTurn, ChatMessages, Observation, UnicodeText
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
 from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
@@ -63,8 +63,16 @@ def sandbox_python_runner(code: str) -> tuple[str, str | None]:
     return output, None
 
 
-class ForecastDojoEnv(gym.Env):
-    """A gymnasium environment over resolved events and a dated corpus (see module docstring)."""
+class ForecastDojoEnv(gym.Env[Observation, Action]):
+    """A gymnasium environment over resolved events and a dated corpus (see module docstring).
+
+    Episode statistics are left to ``gymnasium.wrappers.RecordEpisodeStatistics`` (the env never
+    writes ``info["episode"]``). Logging stays in the env (``log_dir``) rather than in a wrapper: the
+    record needs the env's internals (transcript, tool log, budgets, the visible-document count), the
+    log header needs its configuration (corpus hash, spec), and in an ``AsyncVectorEnv`` each worker
+    must write its own log, which ``log_dir`` in the env factory gives without extra plumbing; a
+    wrapper would only forward ``info["record"]`` to the same writer.
+    """
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -213,7 +221,6 @@ class ForecastDojoEnv(gym.Env):
         self._event = event
         self._rollout = rollout
         self._done = False
-        self._episode_return = 0.0
         self._begin_step(start, notebook, None)
         return self._observation(self._messages), self._info(step_ended=False)
 
@@ -368,7 +375,6 @@ class ForecastDojoEnv(gym.Env):
         reward = scores[self.reward_name]
         record = self._step_record(forecast, flags, scores, reward, submission)
         self._write(record)
-        self._episode_return += reward
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
@@ -381,7 +387,6 @@ class ForecastDojoEnv(gym.Env):
             self._done = True
             info = self._info(step_ended=True, **step_info)
             info["record"] = record
-            info["episode"] = {"return": self._episode_return, "steps": event.n_steps}
             obs = self._observation(new)
             obs["step"] = finished_step
             return obs, reward, True, False, info

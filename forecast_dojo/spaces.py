@@ -6,10 +6,26 @@ which real news and model output break at once; these spaces accept any Unicode 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 from gymnasium.spaces import Space
+
+from forecast_dojo.messages import ChatMessage
+
+Action = dict[str, Any] | str
+"""One assistant turn: an OpenAI-style message dict, or text with ``<tool_call>`` blocks."""
+
+
+class Observation(TypedDict):
+    """What the agent sees after ``reset`` and each ``step`` (see the env's module docstring)."""
+
+    messages: list[ChatMessage]
+    event_id: str
+    forecast_date: str
+    step: int
+    n_steps: NotRequired[int]
+
 
 _SAMPLE_ALPHABET = list('abcdefghijklmnopqrstuvwxyz ÀéüñçøßŁ“”‘’—…{}[]":,0123456789<>/')
 

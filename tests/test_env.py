@@ -78,8 +78,8 @@ def test_read_pages_with_offsets(make_tiny_env):
 
 
 def test_submit_scores_and_advances_then_terminates(make_tiny_env):
-    env = make_tiny_env()
-    obs, _ = env.reset("harbor")
+    env = gym.wrappers.RecordEpisodeStatistics(make_tiny_env())  # episode statistics are the wrapper's job
+    obs, _ = env.reset(options={"event_id": "harbor"})
     rewards = []
     for step in range(3):
         obs, reward, terminated, truncated, info = env.step(
@@ -94,7 +94,7 @@ def test_submit_scores_and_advances_then_terminates(make_tiny_env):
         if not terminated:
             assert obs["step"] == step + 1 and [m["role"] for m in obs["messages"]] == ["system", "user"]
     assert rewards == pytest.approx([-0.08] * 3)
-    assert info["episode"]["return"] == pytest.approx(-0.24)
+    assert info["episode"]["r"] == pytest.approx(-0.24) and info["episode"]["l"] == 3
     with pytest.raises(RuntimeError):
         env.step(call("submit_forecast", probabilities=[0.5, 0.5]))
 
