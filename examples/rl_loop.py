@@ -12,30 +12,28 @@ import gymnasium as gym
 import forecast_dojo  # noqa: F401  (registers the environment ids)
 
 
-def policy(messages: list[dict], state: dict) -> dict:
-    """A three-turn policy written against the observation contract only."""
-    if messages and messages[0]["role"] == "system":  # a new forecast step: fresh context
+def policy(obs: dict, state: dict) -> dict | str:
+    """A three-turn policy written against the observation contract only (no prompt parsing)."""
+    messages = obs["messages"]
+    if state.get("step") != (obs["event_id"], obs["step"]):  # a new forecast step: fresh context
         state.clear()
-        state["outcomes"] = json.loads(
-            messages[1]["content"].split("exactly one will happen): ", 1)[1].splitlines()[0]
-        )
-        question = messages[1]["content"].splitlines()[0].removeprefix("Question: ")
+        state["step"] = (obs["event_id"], obs["step"])
         return {
             "role": "assistant",
             "content": "",
             "tool_calls": [
                 {
                     "type": "function",
-                    "function": {"name": "search", "arguments": {"query": question, "top_k": 5}},
+                    "function": {"name": "search", "arguments": {"query": obs["question"], "top_k": 5}},
                 }
             ],
         }
-    if "read" not in state:
+    if "read" not in state and obs["budget_left"]["tool_calls"] > 0:
         state["read"] = True
         hits = json.loads(messages[0]["content"]) if messages[0]["content"].startswith("[") else []
         if hits:
             return f'<tool_call>{{"name": "read", "arguments": {{"doc_id": "{hits[0]["id"]}"}}}}</tool_call>'
-    k = len(state["outcomes"])
+    k = len(obs["outcomes"])
     return {
         "role": "assistant",
         "content": "",
@@ -54,7 +52,7 @@ def main() -> None:
     state: dict = {}
     total, done = 0.0, False
     while not done:
-        obs, reward, terminated, truncated, info = env.step(policy(obs["messages"], state))
+        obs, reward, terminated, truncated, info = env.step(policy(obs, state))
         total += reward
         if info["step_ended"]:
             print(

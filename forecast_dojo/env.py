@@ -9,6 +9,12 @@ Contract (see README for the full version):
   turn ended the step, the next step's prompt. When ``obs["step"]`` changes, the agent starts a
   fresh conversation from ``obs["messages"]``: nothing else carries over (in ``memory="notebook"``
   mode the prompt includes the notebook the agent submitted).
+* The observation also carries, structured, what the prompt says: ``question``, ``outcomes``,
+  ``forecast_date``, ``memory``, ``budget_left`` and the carried ``notebook`` (see
+  :class:`forecast_dojo.spaces.Observation`). It does NOT say how many steps the episode has or
+  which step is the last: an episode's schedule (it ends early when the question resolves early)
+  can reveal the outcome. ``info["n_steps"]`` has it for the researcher; ``show_episode_length=True``
+  puts it back into the observation and the prompt, for ablations only.
 * Reward is 0 on research turns and a proper score of the forecast when a step ends;
   ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
   must never be fed back to the agent.
@@ -36,7 +42,14 @@ from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
-from forecast_dojo.spaces import Action, AssistantTurn, ChatMessages, Observation, UnicodeText
+from forecast_dojo.spaces import (
+    Action,
+    AssistantTurn,
+    ChatMessages,
+    Observation,
+    TextList,
+    UnicodeText,
+)
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
 from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
@@ -90,6 +103,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         log_dir: str | Path | None = None,
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
+        show_episode_length: bool = False,
     ) -> None:
         if not events:
             raise ValueError("an environment needs at least one event")
@@ -117,6 +131,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
         self.python_runner = python_runner if "python" in self.enabled_tools else None
         self.render_mode = render_mode
+        self.show_episode_length = bool(show_episode_length)
         self.run_metadata = {
             "package_version": __version__,
             "corpus_content_hash": corpus.content_hash,
@@ -127,6 +142,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "budgets": {"max_tool_calls": self.budgets.max_tool_calls, "max_turns": self.budgets.max_turns},
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
+            **({"show_episode_length": True} if self.show_episode_length else {}),
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
@@ -137,15 +153,25 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._system_prompt = system_prompt(memory, self._schemas)
 
         self.action_space = AssistantTurn()
-        self.observation_space = spaces.Dict(
-            {
-                "messages": ChatMessages(),
-                "event_id": UnicodeText(max_length=512),
-                "forecast_date": UnicodeText(max_length=10),
-                "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
-                "n_steps": spaces.Discrete(MAX_STEPS_PER_EVENT + 1),
-            }
-        )
+        observation_spaces: dict[str, spaces.Space[Any]] = {
+            "messages": ChatMessages(),
+            "event_id": UnicodeText(max_length=512),
+            "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
+            "forecast_date": UnicodeText(max_length=10),
+            "question": UnicodeText(),
+            "outcomes": TextList(),
+            "memory": UnicodeText(max_length=16),
+            "budget_left": spaces.Dict(
+                {
+                    "tool_calls": spaces.Discrete(self.budgets.max_tool_calls + 1),
+                    "turns": spaces.Discrete(self.budgets.max_turns + 1),
+                }
+            ),
+            "notebook": UnicodeText(nullable=True),
+        }
+        if self.show_episode_length:
+            observation_spaces["n_steps"] = spaces.Discrete(MAX_STEPS_PER_EVENT + 1)
+        self.observation_space = spaces.Dict(observation_spaces)
         self._event: Event | None = None
         self._done = True
 
@@ -295,33 +321,25 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._tool_log: list[ToolCallRecord] = []
         self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
-        hidden = frozenset(self._excluded_ids(event, step))
+        hidden = frozenset(event.excluded_doc_ids)
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
             self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
         )
         prompt = step_prompt(
-            event, step, self.budgets, self.memory, notebook if self.memory == "notebook" else None, note
+            event,
+            step,
+            self.budgets,
+            self.memory,
+            notebook if self.memory == "notebook" else None,
+            note,
+            show_episode_length=self.show_episode_length,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
             chat_message("user", prompt),
         ]
-
-    @staticmethod
-    def _excluded_ids(event: Event, step: int) -> list[str]:
-        """Documents a leakage screen excluded for this event: ``extra["excluded_doc_ids"]`` (list, or per step)."""
-        excluded = event.extra.get("excluded_doc_ids")
-        if not excluded:
-            return []
-        if isinstance(excluded, list):
-            return [str(x) for x in excluded]
-        if isinstance(excluded, dict):
-            ids = list(excluded.get("all", []))
-            ids += excluded.get(str(step), []) + excluded.get(iso(event.cutoffs[step]), [])
-            return [str(x) for x in ids]
-        raise ValueError(f"event {event.id!r}: extra['excluded_doc_ids'] must be a list or a dict")
 
     def _budget_spent(self) -> bool:
         return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
@@ -470,16 +488,27 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
     def _tool_message(call: ToolCall, content: str) -> ChatMessage:
         return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
-    def _observation(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _observation(self, messages: list[ChatMessage]) -> Observation:
         event = self._event
         assert event is not None
-        return {
+        notebook = self._notebook_in if self.memory == "notebook" else None
+        observation: Observation = {
             "messages": copy.deepcopy(messages),
             "event_id": event.id,
-            "forecast_date": event.cutoffs[self._step].date().isoformat(),
             "step": self._step,
-            "n_steps": event.n_steps,
+            "forecast_date": event.cutoffs[self._step].date().isoformat(),
+            "question": event.question,
+            "outcomes": list(event.outcomes),
+            "memory": self.memory,
+            "budget_left": {
+                "tool_calls": 0 if self._forced else max(0, self.budgets.max_tool_calls - self._tool_calls),
+                "turns": max(0, self.budgets.max_turns - self._turns),
+            },
+            "notebook": notebook.to_json() if notebook is not None else None,
         }
+        if self.show_episode_length:
+            observation["n_steps"] = event.n_steps
+        return observation
 
     def _info(self, *, step_ended: bool, **extra: Any) -> dict[str, Any]:
         event = self._event
@@ -487,6 +516,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         info = {
             "event_id": event.id,
             "step": self._step,
+            "n_steps": event.n_steps,
             "turn": self._turns,
             "tool_calls_used": self._tool_calls,
             "budget_spent": self._forced,

@@ -40,7 +40,7 @@ from forecast_dojo.schema import load_events
 from forecast_dojo.tools import TOOL_NAMES
 
 ENV_NAMESPACE = "forecast_dojo"
-_ENV_KEYS = {"retriever", "memory", "reward", "tools"}
+_ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
 _DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids"}
 
 _corpora: dict[str, Corpus] = {}
@@ -66,6 +66,7 @@ class EnvSpec:
     reward: str = "brier"
     tools: tuple[str, ...] = TOOL_NAMES
     budgets: Budgets = field(default_factory=Budgets)
+    show_episode_length: bool = False
     source: Path | None = None
 
     @classmethod
@@ -108,6 +109,7 @@ class EnvSpec:
                 reward=env.get("reward", "brier"),
                 tools=tuple(env.get("tools", TOOL_NAMES)),
                 budgets=Budgets(**budgets),
+                show_episode_length=bool(env.get("show_episode_length", False)),
                 source=path,
             )
         except (TypeError, ValueError) as err:
@@ -185,6 +187,7 @@ def make_env(spec: EnvSpec, **overrides: Any) -> ForecastDojoEnv:
         reward=spec.reward,
         budgets=spec.budgets,
         tools=spec.tools,
+        show_episode_length=spec.show_episode_length,
         run_metadata=metadata,
         **overrides,
     )

@@ -27,7 +27,8 @@ def tool_contents(obs: dict) -> list[str]:
 def test_reset_shows_question_and_never_the_outcome(make_tiny_env):
     env = make_tiny_env()
     obs, info = env.reset("harbor")
-    assert obs["event_id"] == "harbor" and obs["step"] == 0 and obs["n_steps"] == 3
+    assert obs["event_id"] == "harbor" and obs["step"] == 0 and info["n_steps"] == 3
+    assert "n_steps" not in obs  # the episode length is researcher-facing only
     assert obs["forecast_date"] == "2030-01-11"
     assert [m["role"] for m in obs["messages"]] == ["system", "user"]
     prompt = obs["messages"][1]["content"]
