@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from forecast_dojo import __version__
+from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
@@ -177,20 +177,6 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
 
     # ------------------------------------------------------------------ public API
 
-    @classmethod
-    def from_spec(cls, path: str | Path, **overrides: Any) -> ForecastDojoEnv:
-        """The env an ``envs/<name>.toml`` spec describes (see ``forecast_dojo.spec``)."""
-        from forecast_dojo.spec import make_from_spec_file
-
-        return make_from_spec_file(path, **overrides)
-
-    @classmethod
-    def synthetic(cls, **overrides: Any) -> ForecastDojoEnv:
-        """The embedded synthetic world (built and cached on first use)."""
-        from forecast_dojo.spec import make_synthetic_env
-
-        return make_synthetic_env(**overrides)
-
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
         return copy.deepcopy(self._schemas)
@@ -284,7 +270,8 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
 
         if submission is None and self._forced:
             # The agent was told to submit and did not: record the uniform fallback and move on.
-            submission = ToolResult("", forecast=None, submitted=True, extra={"fallback": "budget"})
+            submission = ToolResult("", forecast=None, submitted=True)
+            return self._end_step(submission, new, fallback=True)
         elif submission is None and self._budget_spent():
             self._forced = True
             notice = self._notice(
@@ -374,11 +361,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         )
         return result
 
-    def _end_step(self, submission: ToolResult, new: list[dict[str, Any]]):
+    def _end_step(
+        self, submission: ToolResult, new: list[ChatMessage], *, fallback: bool = False
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         event = self._event
         assert event is not None
         flags: list[str] = []
-        if submission.extra.get("fallback") == "budget":
+        if fallback:  # the budget ran out and the agent did not submit
             flags.append("no_submission")
         if submission.forecast is None:
             if submission.forecast_error is not None:

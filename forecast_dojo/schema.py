@@ -14,13 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
 EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
 
 
-class SchemaError(ValueError):
+class SchemaError(ForecastDojoError, ValueError):
     """A record that does not satisfy the documented schema; the message names the record and field."""
 
 

@@ -54,12 +54,12 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.agents import AGENTS
     from forecast_dojo.evaluation.metrics import format_table, paired_difference, summarize
     from forecast_dojo.evaluation.runner import baseline_rows, run_episodes
-    from forecast_dojo.spec import EnvSpec, make_env
+    from forecast_dojo.make import make, resolve_spec
 
     unknown = [a for a in args.agents if a not in AGENTS]
     if unknown:
         raise SystemExit(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
-    spec = EnvSpec.from_toml(args.spec) if args.spec else EnvSpec(name="Synthetic-v0", world="synthetic")
+    spec = resolve_spec(args.spec or "Synthetic-v0")
     overrides: dict[str, Any] = {"seed": args.seed}
     if args.embedder:
         overrides["embedder"] = args.embedder
@@ -76,7 +76,7 @@ def run_command(args: argparse.Namespace) -> int:
             log_dir = args.out / f"{agent_name}-{memory}"
             if (log_dir / "steps.jsonl").exists():
                 raise SystemExit(f"{log_dir} already holds a log; choose another --out")
-            env = make_env(
+            env = make(
                 spec,
                 memory=memory,
                 log_dir=log_dir,
