@@ -1,10 +1,15 @@
 """The gymnasium loop with a hand-written policy: search once, read the top hit, submit.
 
-python examples/rl_loop.py            # on the embedded synthetic world (built and cached on first use)
+    python examples/rl_loop.py                      # the embedded synthetic world (built and cached on first use)
+    python examples/rl_loop.py --embedder hashing   # the same world with an instant embedder
+
+The policy reads the structured observation (``question``, ``outcomes``, ``budget_left``); the
+prompt in ``obs["messages"]`` is the same facts rendered for a language model.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import gymnasium as gym
@@ -46,8 +51,12 @@ def policy(obs: dict, state: dict) -> dict | str:
     }
 
 
-def main() -> None:
-    env = gym.make("forecast_dojo/Synthetic-v0", memory="none")
+def main(argv: list[str] | None = None) -> None:
+    """Play one event of the synthetic world and print each step's score."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", default="minilm", help="synthetic world embedder (minilm or hashing)")
+    args = parser.parse_args(argv)
+    env = gym.make("forecast_dojo/Synthetic-v0", memory="none", embedder=args.embedder, python_runner=None)
     obs, info = env.reset(seed=0)
     state: dict = {}
     total, done = 0.0, False
@@ -55,9 +64,8 @@ def main() -> None:
         obs, reward, terminated, truncated, info = env.step(policy(obs, state))
         total += reward
         if info["step_ended"]:
-            print(
-                f"step {info.get('finished_step', info['step'])}: forecast {info['forecast']}  brier {info['scores']['brier']:.3f}"
-            )
+            record = info["record"]  # the step's StepRecord (researcher-facing: never show it to the policy)
+            print(f"step {record.step}: forecast {record.forecast}  brier {record.scores['brier']:.3f}")
         done = terminated or truncated
     print(f"episode {info['event_id']}: return {total:.3f}")
     env.close()
