@@ -104,13 +104,16 @@ class MarketSitesConfig:
 
 @dataclass(frozen=True)
 class LanguageConfig:
-    """Remove a text identified as another language with at least ``min_confidence``; texts shorter than
-    ``min_chars`` are not judged (identification of one short sentence is unreliable)."""
+    """Remove a text identified as another language with at least ``min_confidence``.
+
+    Texts shorter than ``min_chars`` are not judged: identification of one headline is unreliable
+    (py3langid calls some short English headlines Nigerian Pidgin or Bikol).
+    """
 
     enabled: bool = True
     languages: tuple[str, ...] = ("en",)
     min_confidence: float = 0.5
-    min_chars: int = 0
+    min_chars: int = 80
 
 
 @dataclass(frozen=True)

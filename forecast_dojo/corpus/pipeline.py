@@ -425,6 +425,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(
             f"  {stage['stage']:<16}{stage['in']:>10}{stage['removed']:>10}{stage['out']:>10}  {reasons}"
         )
+    for warning in report.get("warnings", []):
+        lines.append(f"  WARNING: {warning}")
     lines.append(f"  documents: {report['documents']}  embedder: {report['embedder']}")
     if "content_hash" in report:
         lines.append(f"  content hash: {report['content_hash']}")
@@ -433,4 +435,5 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
+    """Print :func:`format_report` to standard output."""
     print(format_report(report), file=sys.stdout)
