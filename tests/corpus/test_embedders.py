@@ -71,6 +71,7 @@ def test_minilm_encodes_offline_and_normalized() -> None:
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
+@pytest.mark.slow
 def test_distilling_says_what_it_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     distill_static_minilm(tmp_path / "tiny", dims=8, max_tokens=200, progress=False)
     err = capsys.readouterr().err
