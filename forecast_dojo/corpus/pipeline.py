@@ -281,33 +281,23 @@ class BuildPlan:
             print(f"warning: {warning}", file=sys.stderr)
         return warnings
 
-    def report(
-        self,
-        *,
-        import_report: ImportReport,
-        stages: list[StageReport],
-        documents: list[Document],
-        warnings: list[str],
-        embedder_name: str,
-        runner: str,
-        seconds: dict[str, float],
-    ) -> dict[str, Any]:
+    def report(self, documents: list[Document], embedder_name: str, log: BuildLog) -> dict[str, Any]:
         """The build report: inputs, recipe, import exclusions, per-stage counts, the result and timings."""
         from forecast_dojo import __version__
 
         return {
             "forecast_dojo_version": __version__,
-            "runner": runner,
+            "runner": log.runner,
             "recipe": self.recipe.to_dict(),
             "input": str(self.input_path),
             "start": self.start.isoformat() if self.start else None,
             "end": self.end.isoformat() if self.end else None,
-            "import": import_report.to_dict(),
-            "cleaning": [stage.to_dict() for stage in stages],
-            "warnings": list(warnings),
+            "import": log.import_report.to_dict(),
+            "cleaning": [stage.to_dict() for stage in log.stages],
+            "warnings": list(log.warnings),
             "documents": len(documents),
             "embedder": embedder_name,
-            "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            "seconds": {k: round(v, 3) for k, v in log.seconds.items()},
         }
 
     def write(
@@ -315,35 +305,55 @@ class BuildPlan:
         documents: list[Document],
         out_dir: str | Path,
         embedder: Any,
-        report: dict[str, Any],
+        log: BuildLog,
         *,
         progress: bool,
         overwrite: bool,
-    ) -> Any:
+    ) -> BuildResult:
         """Steps 4-5: embed (unless ``embedder`` hands back vectors computed already) and seal the corpus
-        directory (report in the manifest), then write ``build_report.json`` beside it."""
+        directory with the report in its manifest, then write ``build_report.json`` beside it."""
         from forecast_dojo.corpus.store import CorpusError, build_corpus
 
+        report = self.report(documents, embedder.name, log)
         if not documents:
             raise CorpusError(
                 "no documents left after import and cleaning; see the stage counts:\n" + format_report(report)
             )
-        with timed(report["seconds"], "index"):
-            corpus = build_corpus(
-                documents,
-                out_dir,
-                embedder,
-                batch_size=self.recipe.batch_size,
-                build_config=report,
-                progress=progress,
-                overwrite=overwrite,
-            )
-        report["seconds"]["index"] = round(report["seconds"]["index"], 3)
+        started = time.perf_counter()
+        corpus = build_corpus(
+            documents,
+            out_dir,
+            embedder,
+            batch_size=self.recipe.batch_size,
+            build_config=report,
+            progress=progress,
+            overwrite=overwrite,
+        )
+        report["seconds"]["index"] = round(time.perf_counter() - started, 3)
         report["content_hash"] = corpus.content_hash
         (Path(out_dir) / REPORT_FILE).write_text(
             json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False)
         )
-        return corpus
+        return BuildResult(corpus=corpus, report=report)
+
+
+@dataclass
+class BuildLog:
+    """What an executor's steps recorded, for the build report.
+
+    Attributes:
+        runner: Which executor ran the plan (``single-process`` or ``ray``).
+        import_report: Step 1's merged report.
+        stages: One report per cleaning stage (steps 2 and 3), in order.
+        warnings: The removal warnings of :meth:`BuildPlan.check`.
+        seconds: Wall time per step.
+    """
+
+    runner: str
+    import_report: ImportReport = field(default_factory=lambda: ImportReport(source=""))
+    stages: list[StageReport] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @contextmanager
@@ -378,23 +388,13 @@ def build_from_source(
 
     plan = BuildPlan.make(source, input_path, recipe=recipe, start=start, end=end, strict=strict)
     embedder = embedder if embedder is not None else get_embedder(plan.recipe.embedder)
-    seconds: dict[str, float] = {}
-    with timed(seconds, "import"):
-        documents, import_report = plan.import_all(progress=progress)
-    with timed(seconds, "cleaning"):
-        documents, stages = clean_documents(documents, plan.cleaning, progress=progress)
-    warnings = plan.check(stages)
-    report = plan.report(
-        import_report=import_report,
-        stages=stages,
-        documents=documents,
-        warnings=warnings,
-        embedder_name=embedder.name,
-        runner="single-process",
-        seconds=seconds,
-    )
-    corpus = plan.write(documents, out_dir, embedder, report, progress=progress, overwrite=overwrite)
-    return BuildResult(corpus=corpus, report=report)
+    log = BuildLog("single-process")
+    with timed(log.seconds, "import"):
+        documents, log.import_report = plan.import_all(progress=progress)
+    with timed(log.seconds, "cleaning"):
+        documents, log.stages = clean_documents(documents, plan.cleaning, progress=progress)
+    log.warnings = plan.check(log.stages)
+    return plan.write(documents, out_dir, embedder, log, progress=progress, overwrite=overwrite)
 
 
 def format_report(report: dict[str, Any]) -> str:

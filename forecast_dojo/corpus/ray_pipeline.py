@@ -22,7 +22,7 @@ import numpy as np
 
 from forecast_dojo.corpus.cleaning import minhash_signatures
 from forecast_dojo.corpus.importers import ImportReport, check_unique_ids
-from forecast_dojo.corpus.pipeline import BuildPlan, BuildRecipe, BuildResult, default_recipe, timed
+from forecast_dojo.corpus.pipeline import BuildLog, BuildPlan, BuildRecipe, BuildResult, default_recipe, timed
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, to_micros
 
@@ -166,31 +166,32 @@ def build_with_ray(
         recipe = replace(recipe, embedder=embedder_name)
     plan = BuildPlan.make(source, input_path, recipe=recipe, start=start, end=end, strict=strict)
     ray = _ensure_ray(address, num_cpus, progress)
-    seconds: dict[str, float] = {}
+    log = BuildLog("ray", ImportReport(source=source))
 
-    with timed(seconds, "import"):
+    with timed(log.seconds, "import"):
         per_file = (
             ray.data.from_items([{"path": str(p)} for p in plan.files()])
             .map(import_task, fn_kwargs={"plan": plan})
             .materialize()
         )
-        import_report = ImportReport(source=source)
         for row in per_file.select_columns(["report"]).iter_rows():
-            import_report.merge(ImportReport.from_dict(json.loads(row["report"])))
+            log.import_report.merge(ImportReport.from_dict(json.loads(row["report"])))
 
-    with timed(seconds, "cleaning"):
+    with timed(log.seconds, "cleaning"):
         rows = per_file.flat_map(explode_documents).map(clean_task, fn_kwargs={"plan": plan}).take_all()
         check_unique_ids([r["id"] for r in rows], plan.input_path)
-        stages = plan.count_stages(((r["removed_by"], r["reason"], r["modified"]) for r in rows), len(rows))
+        log.stages = plan.count_stages(
+            ((r["removed_by"], r["reason"], r["modified"]) for r in rows), len(rows)
+        )
         kept = [r for r in rows if not r["removed_by"]]
         signatures = None
         if plan.cleaning.dedup_minhash.enabled and kept:
             signatures = np.stack([np.frombuffer(r["minhash"], dtype=np.uint32) for r in kept])
         documents, dedup_stages = plan.deduplicate([row_document(r) for r in kept], signatures=signatures)
-        stages += dedup_stages
-    warnings = plan.check(stages)
+        log.stages += dedup_stages
+    log.warnings = plan.check(log.stages)
 
-    with timed(seconds, "embedding"):
+    with timed(log.seconds, "embedding"):
         template = get_embedder(plan.recipe.embedder)
         texts = [embedding_text(d.title, d.text) for d in documents]
         vectors = np.zeros((len(texts), template.dim), dtype=np.float32)
@@ -206,15 +207,5 @@ def build_with_ray(
             for batch in embedded.iter_batches(batch_size=EMBED_BATCH_ROWS, batch_format="numpy"):
                 vectors[np.asarray(batch["row"], dtype=np.int64)] = np.stack(batch["vector"])
 
-    report = plan.report(
-        import_report=import_report,
-        stages=stages,
-        documents=documents,
-        warnings=warnings,
-        embedder_name=template.name,
-        runner="ray",
-        seconds=seconds,
-    )
     embedder = PrecomputedEmbedder(template.name, template.dim, texts, vectors)
-    corpus = plan.write(documents, out_dir, embedder, report, progress=progress, overwrite=overwrite)
-    return BuildResult(corpus=corpus, report=report)
+    return plan.write(documents, out_dir, embedder, log, progress=progress, overwrite=overwrite)

@@ -111,6 +111,31 @@ class _DraftDocument:
     tier: str | None = None
 
 
+def _from_template(
+    title: str,
+    text: str,
+    values: dict[str, str],
+    published: datetime,
+    available: datetime,
+    kind: str,
+    event_index: int,
+    signal: int | None = None,
+    tier: str | None = None,
+) -> _DraftDocument:
+    """A draft from a wording template filled with ``values`` (whose ``outlet`` publishes it)."""
+    return _DraftDocument(
+        capitalize_first(fill(title, values)),
+        fill(text, values),
+        published,
+        available,
+        values["outlet"],
+        kind,
+        event_index,
+        signal,
+        tier,
+    )
+
+
 def _day_start(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
@@ -131,6 +156,64 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum()
 
 
+@dataclass(frozen=True)
+class WorldConfig:
+    """The generator's size and timing parameters (ranges inclusive); see :func:`generate_world`."""
+
+    n_events: int
+    n_background: int
+    start: date
+    horizon_days: int
+    evidence_range: tuple[int, int]
+    distractor_range: tuple[int, int]
+    steps_range: tuple[int, int]
+    duration_range: tuple[int, int]
+    multi_outcome_share: float
+
+    def check(self, seed: int) -> None:
+        """Raise :class:`WorldConfigError` for parameters (or a seed) that cannot make a valid world."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise WorldConfigError(f"seed must be a non-negative integer, got {seed!r}")
+        if self.n_events < 1:
+            raise WorldConfigError(f"n_events must be >= 1, got {self.n_events}")
+        if self.n_background < 0:
+            raise WorldConfigError(f"n_background must be >= 0, got {self.n_background}")
+        if self.horizon_days < 1:
+            raise WorldConfigError(f"horizon_days must be >= 1, got {self.horizon_days}")
+        for name, (low, high), minimum in (
+            ("evidence_range", self.evidence_range, 0),
+            ("distractor_range", self.distractor_range, 0),
+            ("steps_range", self.steps_range, 1),
+            ("duration_range", self.duration_range, 1),
+        ):
+            if not minimum <= low <= high:
+                raise WorldConfigError(
+                    f"{name} must be (low, high) with {minimum} <= low <= high, got {(low, high)}"
+                )
+        # Cutoffs fall on distinct days in (open, close - 2 days]: the shortest event must have room for them.
+        if self.duration_range[0] - 2 < self.steps_range[1]:
+            raise WorldConfigError(
+                f"events of {self.duration_range[0]} days cannot hold {self.steps_range[1]} cutoffs on distinct days before close"
+            )
+        if not 0.0 <= self.multi_outcome_share <= 1.0:
+            raise WorldConfigError(f"multi_outcome_share must be in [0, 1], got {self.multi_outcome_share}")
+
+    def to_dict(self) -> dict[str, object]:
+        """The parameters as recorded in ``SyntheticWorld.config`` (with the generator version)."""
+        return {
+            "generator_version": GENERATOR_VERSION,
+            "n_events": self.n_events,
+            "n_background": self.n_background,
+            "start": self.start.isoformat(),
+            "horizon_days": self.horizon_days,
+            "evidence_range": list(self.evidence_range),
+            "distractor_range": list(self.distractor_range),
+            "steps_range": list(self.steps_range),
+            "duration_range": list(self.duration_range),
+            "multi_outcome_share": self.multi_outcome_share,
+        }
+
+
 def generate_world(
     seed: int = 0,
     *,
@@ -149,10 +232,10 @@ def generate_world(
     Each event draws from its own child random stream, so its events and documents do not change when
     ``n_background`` changes; the default (40 events, ~2,000 short documents) embeds in about a minute.
     """
-    _check_config(
-        seed,
+    config = WorldConfig(
         n_events,
         n_background,
+        start,
         horizon_days,
         evidence_range,
         distractor_range,
@@ -160,6 +243,7 @@ def generate_world(
         duration_range,
         multi_outcome_share,
     )
+    config.check(seed)
     root = np.random.SeedSequence(seed)
     names_seq, background_seq, events_seq, market_seq, layout_seq = root.spawn(5)
     # Exactly round(n_events * share) multi-outcome events, at shuffled positions.
@@ -188,20 +272,7 @@ def generate_world(
     drafts: list[_DraftDocument] = []
     for index, (event_seq, multi) in enumerate(zip(events_seq.spawn(n_events), is_multi, strict=True)):
         rng = np.random.default_rng(event_seq)
-        event, event_drafts = _generate_event(
-            rng,
-            names,
-            world,
-            seed,
-            index,
-            start,
-            horizon_days,
-            evidence_range,
-            distractor_range,
-            steps_range,
-            duration_range,
-            bool(multi),
-        )
+        event, event_drafts = _generate_event(rng, names, world, seed, index, config, bool(multi))
         events.append(event)
         drafts.extend(event_drafts)
 
@@ -244,57 +315,9 @@ def generate_world(
         _with_market(event, evidence[event.id], prior[event.id], np.random.default_rng(seq))
         for event, seq in zip(events, market_seq.spawn(n_events), strict=True)
     ]
-    config = {
-        "generator_version": GENERATOR_VERSION,
-        "n_events": n_events,
-        "n_background": n_background,
-        "start": start.isoformat(),
-        "horizon_days": horizon_days,
-        "evidence_range": list(evidence_range),
-        "distractor_range": list(distractor_range),
-        "steps_range": list(steps_range),
-        "duration_range": list(duration_range),
-        "multi_outcome_share": multi_outcome_share,
-    }
-    return SyntheticWorld(seed, events, documents, evidence, prior, doc_kinds, resolution_docs, config)
-
-
-def _check_config(
-    seed: int,
-    n_events: int,
-    n_background: int,
-    horizon_days: int,
-    evidence_range: tuple[int, int],
-    distractor_range: tuple[int, int],
-    steps_range: tuple[int, int],
-    duration_range: tuple[int, int],
-    multi_outcome_share: float,
-) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise WorldConfigError(f"seed must be a non-negative integer, got {seed!r}")
-    if n_events < 1:
-        raise WorldConfigError(f"n_events must be >= 1, got {n_events}")
-    if n_background < 0:
-        raise WorldConfigError(f"n_background must be >= 0, got {n_background}")
-    if horizon_days < 1:
-        raise WorldConfigError(f"horizon_days must be >= 1, got {horizon_days}")
-    for name, (low, high), minimum in (
-        ("evidence_range", evidence_range, 0),
-        ("distractor_range", distractor_range, 0),
-        ("steps_range", steps_range, 1),
-        ("duration_range", duration_range, 1),
-    ):
-        if not minimum <= low <= high:
-            raise WorldConfigError(
-                f"{name} must be (low, high) with {minimum} <= low <= high, got {(low, high)}"
-            )
-    # Cutoffs fall on distinct days in (open, close - 2 days]: the shortest event must have room for them.
-    if duration_range[0] - 2 < steps_range[1]:
-        raise WorldConfigError(
-            f"events of {duration_range[0]} days cannot hold {steps_range[1]} cutoffs on distinct days before close"
-        )
-    if not 0.0 <= multi_outcome_share <= 1.0:
-        raise WorldConfigError(f"multi_outcome_share must be in [0, 1], got {multi_outcome_share}")
+    return SyntheticWorld(
+        seed, events, documents, evidence, prior, doc_kinds, resolution_docs, config.to_dict()
+    )
 
 
 def _generate_event(
@@ -303,17 +326,12 @@ def _generate_event(
     world: Geography,
     seed: int,
     index: int,
-    start: date,
-    horizon_days: int,
-    evidence_range: tuple[int, int],
-    distractor_range: tuple[int, int],
-    steps_range: tuple[int, int],
-    duration_range: tuple[int, int],
+    config: WorldConfig,
     multi: bool,
 ) -> tuple[Event, list[_DraftDocument]]:
     """One event, its evidence, distractors and resolution reports, all from the event's own stream."""
-    open_day = start + timedelta(days=int(rng.integers(0, horizon_days)))
-    duration = int(rng.integers(duration_range[0], duration_range[1] + 1))
+    open_day = config.start + timedelta(days=int(rng.integers(0, config.horizon_days)))
+    duration = int(rng.integers(config.duration_range[0], config.duration_range[1] + 1))
     deadline = open_day + timedelta(days=duration)
     # The namer is shared (names must be unique world-wide) but draws from the event's stream here, so
     # an event's text depends only on the seed and the events before it.
@@ -328,7 +346,7 @@ def _generate_event(
     open_at = _day_start(open_day)
     close_at = end_of_day(deadline)
     resolved_at = _day_start(deadline + timedelta(days=1)) + timedelta(hours=int(rng.integers(6, 37)))
-    n_steps = int(rng.integers(steps_range[0], steps_range[1] + 1))
+    n_steps = int(rng.integers(config.steps_range[0], config.steps_range[1] + 1))
     # Cutoff days lie in [open + 1, deadline - 2] (so cutoff <= close_at - 2 days), one per equal segment.
     first, last = 1, duration - 2
     bounds = np.linspace(first, last + 1, n_steps + 1)
@@ -363,7 +381,7 @@ def _generate_event(
 
     drafts: list[_DraftDocument] = []
     place = spec.places[0]  # the country: never one of the outcome names
-    for _ in range(int(rng.integers(evidence_range[0], evidence_range[1] + 1))):
+    for _ in range(int(rng.integers(config.evidence_range[0], config.evidence_range[1] + 1))):
         tier = TIERS[int(rng.choice(len(TIERS), p=TIER_SHARES))]
         q = signal_accuracy(tier, k)
         likelihood = np.full(k, (1.0 - q) / (k - 1))
@@ -383,24 +401,13 @@ def _generate_event(
             "outlet": pick(rng, world.outlets),
             "place": place,
         }
-        outlet = values["outlet"]
         drafts.append(
-            _DraftDocument(
-                capitalize_first(fill(title, values)),
-                fill(text, values),
-                published,
-                available,
-                outlet,
-                "evidence",
-                index,
-                signal,
-                tier,
-            )
+            _from_template(title, text, values, published, available, "evidence", index, signal, tier)
         )
 
     entities = [*spec.people, *spec.companies]
-    for _ in range(int(rng.integers(distractor_range[0], distractor_range[1] + 1))):
-        day = max(start, open_day + timedelta(days=int(rng.integers(-10, duration + 10))))
+    for _ in range(int(rng.integers(config.distractor_range[0], config.distractor_range[1] + 1))):
+        day = max(config.start, open_day + timedelta(days=int(rng.integers(-10, duration + 10))))
         published, available = _draw_instants(rng, day)
         values = {
             "person": pick(rng, spec.people),
@@ -422,17 +429,7 @@ def _generate_event(
             title, text = DISTRACTOR_WORDING[int(rng.integers(len(DISTRACTOR_WORDING)))]
             if "{company}" in text and not spec.companies:
                 title, text = DISTRACTOR_WORDING[0]
-        drafts.append(
-            _DraftDocument(
-                capitalize_first(fill(title, values)),
-                fill(text, values),
-                published,
-                available,
-                values["outlet"],
-                "distractor",
-                index,
-            )
-        )
+        drafts.append(_from_template(title, text, values, published, available, "distractor", index))
 
     title, text = spec.resolutions[outcome]
     for _ in range(int(rng.integers(1, 3))):

@@ -98,79 +98,20 @@ def test_generic_build_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "market_sites" in format_report(on_disk)
 
     out = tmp_path / "c2"
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--embedder",
-                "hashing",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    build = ["corpus", "build", "--source", "generic", "--out", str(out)]
+    hashing = ["--embedder", "hashing", "--no-progress"]
+    assert run_cli([*build, "--input", str(source), *hashing]) == 0
     printed = capsys.readouterr().out
     assert "dedup_minhash" in printed and "documents: 2" in printed
     assert "indexes: dense=exact, bm25" in printed
     built = Corpus.load(out)
     assert built.content_hash == result.corpus.content_hash and "bm25" in built.indexes()
     # Building into an existing corpus needs --overwrite; errors are printed, not raised.
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--embedder",
-                "hashing",
-                "--no-progress",
-            ]
-        )
-        == 2
-    )
+    assert run_cli([*build, "--input", str(source), *hashing]) == 2
     assert "already holds a corpus" in capsys.readouterr().err
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(tmp_path / "nope.jsonl"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert run_cli([*build, "--input", str(tmp_path / "nope.jsonl")]) == 2
     with pytest.raises(SystemExit):
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--start",
-                "March",
-            ]
-        )
+        run_cli([*build, "--input", str(source), "--start", "March"])
 
 
 def test_everything_removed_is_a_clear_error(tmp_path: Path) -> None:
