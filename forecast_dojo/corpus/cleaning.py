@@ -91,12 +91,16 @@ class CleaningConfigError(ValueError):
 
 @dataclass(frozen=True)
 class NormalizeConfig:
+    """Unicode normal form of text and title; whitespace and invisible characters are always cleaned."""
+
     enabled: bool = True
     form: str = "NFC"
 
 
 @dataclass(frozen=True)
 class MarketSitesConfig:
+    """Prediction-market sites, by URL domain (and subdomains) or source name."""
+
     enabled: bool = True
     domains: tuple[str, ...] = MARKET_DOMAINS
     source_names: tuple[str, ...] = MARKET_SOURCE_NAMES
@@ -137,17 +141,23 @@ class QualityConfig:
 
 @dataclass(frozen=True)
 class UrlDedupConfig:
+    """Remove later copies of a canonical URL."""
+
     enabled: bool = True
 
 
 @dataclass(frozen=True)
 class TitleDedupConfig:
+    """Remove a document whose title repeats one kept within ``window_days``."""
+
     enabled: bool = True
     window_days: float = 7.0
 
 
 @dataclass(frozen=True)
 class MinHashConfig:
+    """MinHash-LSH near-duplicates: ``bands * rows`` must equal ``num_perm``."""
+
     enabled: bool = True
     num_perm: int = 128
     bands: int = 8
@@ -216,6 +226,7 @@ class CleaningConfig:
         return replace(base, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every stage's settings as plain TOML/JSON values (tuples as lists)."""
         return {
             f.name: {
                 k.name: _plain(getattr(getattr(self, f.name), k.name)) for k in fields(getattr(self, f.name))
@@ -241,6 +252,7 @@ class StageReport:
     enabled: bool = True
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts as plain JSON values (``out`` = in - removed)."""
         return {
             "stage": self.stage,
             "enabled": self.enabled,

@@ -109,6 +109,7 @@ class BuildRecipe:
 
     @classmethod
     def from_toml(cls, path: str | Path, *, source: str | None = None) -> BuildRecipe:
+        """A recipe from a TOML file; ``source`` (the --source flag) must agree with the file's."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"recipe not found: {path}")
@@ -124,6 +125,7 @@ class BuildRecipe:
             raise RecipeError(f"{path}: {err}") from err
 
     def to_dict(self) -> dict[str, Any]:
+        """The recipe as TOML-shaped tables (what ``from_dict`` reads back)."""
         return {
             "name": self.name,
             "source": self.source,

@@ -62,6 +62,7 @@ class Geography:
     clubs: list[str]
 
     def place(self, rng: np.random.Generator) -> tuple[str, str]:
+        """A random (country, one of its cities)."""
         country = pick(rng, self.countries)
         return country, pick(rng, self.cities[country])
 

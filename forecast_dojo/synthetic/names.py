@@ -78,14 +78,17 @@ T = TypeVar("T")
 
 
 def pick(rng: np.random.Generator, options: Sequence[T]) -> T:
+    """One of ``options``, drawn uniformly with ``rng``."""
     return options[int(rng.integers(len(options)))]
 
 
 def long_date(day: date) -> str:
+    """A day as "March 5, 2031"."""
     return f"{_MONTHS[day.month - 1]} {day.day}, {day.year}"
 
 
 def slug(text: str) -> str:
+    """A URL path segment from a title (lower case, dashes, at most 60 characters)."""
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "item"
 
 
@@ -97,11 +100,13 @@ class Namer:
         self.used: set[str] = set()
 
     def word(self, syllables: int) -> str:
+        """A capitalized made-up word of ``syllables`` syllables (not reserved)."""
         rng = self.rng
         text = "".join(pick(rng, _ONSETS) + pick(rng, _VOWELS) + pick(rng, _CODAS) for _ in range(syllables))
         return text.capitalize()
 
     def unique(self, make: Callable[[], str]) -> str:
+        """The first name from ``make`` not used yet in this world (then reserved)."""
         for _ in range(1000):
             name = make()
             if name not in self.used:
@@ -116,9 +121,11 @@ class Namer:
         return self.unique(lambda: f"{scope}\x1f{make()}").split("\x1f", 1)[1]
 
     def country(self) -> str:
+        """A fresh country name."""
         return self.unique(lambda: self.word(int(self.rng.integers(1, 3))) + pick(self.rng, _COUNTRY_ENDINGS))
 
     def city(self) -> str:
+        """A fresh city name."""
         return self.unique(
             lambda: (
                 pick(self.rng, _CITY_PREFIXES)
@@ -128,6 +135,8 @@ class Namer:
         )
 
     def person(self) -> str:
+        """A fresh person's given and family name."""
+
         def part(endings: Sequence[str]) -> str:
             # At least 4 letters, so no name reads like a word such as "No" or "Yes".
             while len(text := self.word(int(self.rng.integers(1, 3))) + pick(self.rng, endings)) < 4:
@@ -140,6 +149,8 @@ class Namer:
         return self.unique(make)
 
     def company(self) -> str:
+        """A fresh company name."""
+
         def make() -> str:
             stem = pick(self.rng, _COMPANY_WORDS) if self.rng.random() < 0.4 else self.word(2)
             return f"{stem} {pick(self.rng, _COMPANY_INDUSTRIES)}"
@@ -147,6 +158,7 @@ class Namer:
         return self.unique(make)
 
     def product(self) -> str:
+        """A fresh product name."""
         return self.unique(
             lambda: (
                 f"{self.word(2)} {pick(self.rng, ('X', 'Pro', 'One', 'Air', 'S'))}{int(self.rng.integers(2, 10))}"
@@ -154,9 +166,11 @@ class Namer:
         )
 
     def film(self) -> str:
+        """A fresh film title."""
         return self.unique(lambda: f"The {pick(self.rng, _FILM_NOUNS)} of {self.word(2)}")
 
     def firm(self, kind: str) -> str:
+        """A fresh firm name ending in ``kind`` (e.g. Research)."""
         return self.unique(lambda: f"{self.word(2)} {kind}")
 
     def lookalike(self, name: str) -> str:
@@ -174,6 +188,7 @@ class Namer:
 
 
 def adjective(country: str) -> str:
+    """The adjective of a fictional country ("Borania" -> "Boranian")."""
     if country.endswith("a"):
         return country + "n"
     if country.endswith("and"):

@@ -110,8 +110,10 @@ WEATHER = ("light rain", "sunshine", "strong winds", "fog in the morning", "snow
 
 
 def fill(template: str, values: dict[str, str]) -> str:
+    """A template with its ``{placeholders}`` filled in."""
     return template.format(**values)
 
 
 def capitalize_first(text: str) -> str:
+    """``text`` with its first character upper-cased (the rest unchanged)."""
     return text[:1].upper() + text[1:]
