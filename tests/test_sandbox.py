@@ -12,7 +12,6 @@ import socket
 import stat
 import struct
 import sys
-import sysconfig
 import textwrap
 import time
 from collections.abc import Iterator
@@ -24,14 +23,6 @@ from forecast_dojo import sandbox
 from forecast_dojo.sandbox import SandboxLimits, run_python, sandbox_available
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# A virtualenv under /tmp is bound read-only into the sandbox's private /tmp: its first path component shows.
-TMP_BIND_ROOTS = sorted(
-    {
-        Path(p).parts[2]
-        for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
-        if Path(p).parts[1:2] == ("tmp",)
-    }
-)
 FAST = SandboxLimits(timeout_s=5.0, memory_mb=256)
 
 
@@ -42,6 +33,13 @@ def _require_sandbox() -> Iterator[None]:
     assert ok, f"bubblewrap sandbox unavailable ({reason}); install it with `apt-get install -y bubblewrap`"
     yield
     sandbox.reset_sandbox_cache()
+
+
+def tmp_bind_roots() -> list[str]:
+    """First components of binds below /tmp (an interpreter installed under /tmp shows in /tmp)."""
+    layout = sandbox._availability().layout
+    assert layout is not None
+    return sorted({Path(dest).parts[2] for _, dest in layout.ro_binds if Path(dest).parts[1:2] == ("tmp",)})
 
 
 def run(code: str, limits: SandboxLimits = FAST) -> sandbox.SandboxResult:
@@ -141,10 +139,11 @@ def test_host_files_are_invisible(tmp_path: Path) -> None:
     listings = seen["listings"]
     assert isinstance(listings, dict)
     assert listings["/etc"] is None
-    assert listings["/tmp"] == TMP_BIND_ROOTS  # a fresh tmpfs, not the host's /tmp
+    assert listings["/tmp"] == tmp_bind_roots()  # a fresh tmpfs, not the host's /tmp
     # "/" and "/root" may only show the path components leading to the read-only binds.
     prefix_parts = Path(os.path.realpath(sys.base_prefix)).parts
-    allowed_top = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "tmp", "dev", prefix_parts[1]}
+    allowed_top = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "tmp", "dev", "site-packages"}
+    allowed_top.add(prefix_parts[1])
     assert set(listings["/"]) <= allowed_top
     if listings["/root"] is not None:
         assert prefix_parts[1] == "root" and listings["/root"] == [prefix_parts[2]]
@@ -156,7 +155,7 @@ def test_parent_environment_is_not_inherited(monkeypatch: pytest.MonkeyPatch) ->
     assert result.ok, result
     env = json.loads(result.stdout)
     assert "sk-do-not-leak-1234" not in result.stdout
-    assert set(env) == {name for name, _ in sandbox._SANDBOX_ENV} | {"PWD"}
+    assert set(env) == {name for name, _ in sandbox._SANDBOX_ENV} | {"PWD", "LD_PRELOAD", "FAKETIME"}
     assert env["HOME"] == "/tmp" and env["PYTHONHASHSEED"] == "0"
 
 
@@ -192,7 +191,7 @@ def test_writes_outside_tmp_fail_and_tmp_is_private() -> None:
     assert all(value != "written" for value in seen.values()), seen
     for path in targets:
         assert not os.path.exists(path), path
-    assert run("import os\nprint(os.listdir('/tmp'))\n").stdout == f"{TMP_BIND_ROOTS}\n"  # nothing persists
+    assert run("import os\nprint(os.listdir('/tmp'))\n").stdout == f"{tmp_bind_roots()}\n"  # nothing persists
 
 
 def test_file_size_limit() -> None:
@@ -211,9 +210,9 @@ def test_network_is_unreachable() -> None:
         result = run(
             f"""
             import socket
-            s = socket.socket()
-            s.settimeout(2)
             try:
+                s = socket.socket()
+                s.settimeout(2)
                 s.connect(("127.0.0.1", {port}))
                 print("connected")
             except OSError as exc:
@@ -280,12 +279,25 @@ def test_kernel_escape_hatches_are_denied() -> None:
 def test_seccomp_program_layout() -> None:
     program = sandbox.seccomp_program()
     assert len(program) % 8 == 0
-    count = len(program) // 8
-    assert count == 7 + len(set(sandbox._DENIED_SYSCALLS_X86_64.values()))
-    # Every conditional jump must land on the final "deny" instruction when taken.
-    for index in range(4, count - 2):
-        code, jt, _jf, _k = struct.unpack_from("=HBBI", program, index * 8)
-        assert index + 1 + jt == count - 1, (index, code, jt)
+    insns = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
+    denied = set(sandbox._DENIED_SYSCALLS_X86_64.values())
+    sockets = set(sandbox._SOCKET_SYSCALLS_X86_64.values())
+    assert len(insns) == 5 + len(sockets) + len(denied) + 6
+    ret_errno = 0x00050000
+    deny = len(insns) - 1
+    assert insns[deny] == (0x06, 0, 0, ret_errno | 1)  # EPERM
+    # Every denied number jumps to the final EPERM, every socket call to the AF_UNIX check.
+    targets = {}
+    for index, (code, jt, _jf, k) in enumerate(insns):
+        if code == 0x15 and index >= 5 and k in denied | sockets:
+            targets[k] = index + 1 + jt
+    assert {k for k, t in targets.items() if t == deny} == denied
+    check = {t for k, t in targets.items() if k in sockets}
+    assert len(check) == 1
+    (at,) = check
+    assert insns[at] == (0x20, 0, 0, 16)  # load args[0]
+    assert insns[at + 1][0] == 0x15 and insns[at + 1][3] == 1  # AF_UNIX
+    assert insns[at + 2] == (0x06, 0, 0, ret_errno | 97)  # EAFNOSUPPORT
 
 
 # --- limits -------------------------------------------------------------------------------------------------
