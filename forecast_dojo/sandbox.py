@@ -859,7 +859,7 @@ def _execute(
         if cgroup is not None:
             if probe is not None:
                 probe.append(cgroup.peak_bytes())
-            if result.exit_code is not None and result.exit_code < 0 and cgroup.oom_killed():
+            if result.exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL) and cgroup.oom_killed():
                 limit_mb = (limits.memory_mb * 1024 * 1024 + _CGROUP_HEADROOM_BYTES) // (1024 * 1024)
                 message = f"memory limit of {limit_mb} MiB exceeded; the process was killed"
                 result = SandboxResult(
