@@ -451,7 +451,6 @@ def _forbidden_paths() -> list[str]:
     paths = [
         os.path.dirname(os.path.abspath(__file__)),  # the forecast_dojo package itself
         os.path.join(home, ".cache", "forecast_dojo"),
-        os.path.join(home, ".cache"),
     ]
     for var in ("FORECAST_DOJO_CACHE", "FORECAST_DOJO_DATA", "FORECAST_DOJO_ENVS"):
         for value in os.environ.get(var, "").split(os.pathsep):
@@ -722,6 +721,16 @@ def _find_cgroup_parent() -> tuple[_CgroupParent | None, str]:
     )
 
 
+def _remove_stale_cgroups(parent: _CgroupParent) -> None:
+    """Remove per-call cgroups left behind by processes that died mid-call (they hold no tasks)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent.path):
+            match = re.fullmatch(r"forecast-dojo-sandbox-(\d+)-\d+", entry.name)
+            if match and entry.is_dir() and not os.path.exists(f"/proc/{match.group(1)}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
+
+
 class _Cgroup:
     """One per-call memory cgroup: created with a limit, joined by the sandbox, removed afterwards."""
 
@@ -769,9 +778,12 @@ class _Cgroup:
         return bool(match and int(match.group(1)) > 0)
 
     def peak_bytes(self) -> int:
-        """Highest memory use of the cgroup (0 when the kernel does not report it)."""
-        text = self._read("memory.max_usage_in_bytes" if self.parent.version == 1 else "memory.peak")
-        return int(text) if text.strip().isdigit() else 0
+        """Highest memory use of the cgroup; -1 when the kernel does not report it (v2 before 5.19)."""
+        name = "memory.max_usage_in_bytes" if self.parent.version == 1 else "memory.peak"
+        if not os.path.exists(os.path.join(self.path, name)):
+            return -1
+        text = self._read(name).strip()
+        return int(text) if text.isdigit() else 0
 
     def remove(self) -> None:
         """Remove the cgroup, waiting briefly for the sandbox's last processes to be reaped."""
@@ -987,6 +999,8 @@ def _self_test() -> _Availability:
     except OSError as exc:
         return _Availability(False, str(exc))
     cgroup, cgroup_note = _find_cgroup_parent()
+    if cgroup is not None:
+        _remove_stale_cgroups(cgroup)
     try:
         peak: list[int] = []
         try:
@@ -996,7 +1010,7 @@ def _self_test() -> _Availability:
                 raise
             cgroup, cgroup_note = None, f"no memory cgroup: cannot create one ({exc})"
             result = _execute(bwrap, layout, _SELF_TEST_CODE, _SELF_TEST_LIMITS, DEFAULT_NOW, None)
-        if cgroup is not None and result.ok and not any(peak):
+        if cgroup is not None and result.ok and peak == [0]:
             # The sandbox did not join the cgroup (or the kernel does not account it): run without.
             cgroup, cgroup_note = None, "no memory cgroup: the sandbox could not join one"
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
