@@ -13,11 +13,13 @@ call under 50 ms (issue 9).
 
     python benchmarks/sandbox.py                 # 30 rounds
     python benchmarks/sandbox.py --repeats 100 --json
+    python benchmarks/sandbox.py --compare /path/to/main/forecast_dojo/sandbox.py   # previous version as a row
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import shutil
 import statistics
@@ -44,6 +46,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--compare",
+        metavar="SANDBOX_PY",
+        help="another version of forecast_dojo/sandbox.py (e.g. from a checkout of main) to time as a row",
+    )
     args = parser.parse_args()
 
     ok, reason = sandbox.sandbox_available()
@@ -79,6 +86,18 @@ def main() -> None:
         "run_python('pass')": sandboxed,
         "sandbox_python_runner('pass')": tool,
     }
+    if args.compare:
+        spec = importlib.util.spec_from_file_location("compared_sandbox", args.compare)
+        assert spec is not None and spec.loader is not None
+        other = importlib.util.module_from_spec(spec)
+        sys.modules["compared_sandbox"] = other  # dataclasses look their module up here
+        spec.loader.exec_module(other)
+        assert other.sandbox_available()[0], other.sandbox_available()
+
+        def compared() -> None:
+            assert other.run_python("pass").ok
+
+        rows["--compare run_python('pass')"] = compared
     for function in rows.values():  # warm-up: page cache, the self-test, the cgroup hierarchy
         function()
     samples: dict[str, list[float]] = {name: [] for name in rows}
