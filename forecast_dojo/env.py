@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments,
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
@@ -58,22 +60,7 @@ MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
 
-PythonRunner = Callable[[str], tuple[str, "str | None"]]
-
-
-def sandbox_python_runner(code: str) -> tuple[str, str | None]:
-    """Run code in the bubblewrap sandbox; (output, error). Fails closed when no sandbox is available."""
-    from forecast_dojo.sandbox import run_python
-
-    result = run_python(code)
-    output = result.stdout
-    if result.stderr:
-        output = f"{output}\n[stderr]\n{result.stderr}" if output else f"[stderr]\n{result.stderr}"
-    if result.error:
-        return output, result.error
-    if not result.ok:
-        return output, f"the program exited with code {result.exit_code}"
-    return output, None
+PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
 
 class ForecastDojoEnv(gym.Env[Observation, Action]):
@@ -337,7 +324,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
+            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
         )
         prompt = step_prompt(
             event,

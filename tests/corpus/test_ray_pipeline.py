@@ -70,6 +70,7 @@ def _write_inputs(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_ray_build_equals_single_process_build(local_ray, tmp_path: Path) -> None:
     inputs = _write_inputs(tmp_path / "in")
     recipe = default_recipe("generic")
