@@ -51,7 +51,15 @@ def import_graph() -> dict[str, set[str]]:
             for target in targets:
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
-                if target and target != name and target.startswith("forecast_dojo"):
+                # An edge to one's own ancestor package adds nothing: Python runs ``a/__init__`` before
+                # ``a.b`` anyway (``forecast_dojo.corpus.importers.wikipedia`` takes ``ImportReport`` from
+                # its package, whose loader imports it lazily by name).
+                if (
+                    target
+                    and not name.startswith(target + ".")
+                    and target != name
+                    and target.startswith("forecast_dojo")
+                ):
                     graph[name].add(target)
     return graph
 
