@@ -53,6 +53,7 @@ MEMORY_RULES = {
 
 
 def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
+    """The system message: rules, the memory mode's rules, the tool-call convention and the tool schemas."""
     tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
     return SYSTEM_PROMPT.format(memory_rules=MEMORY_RULES[memory], tools=tools)
 

@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and print proper scores with 95%% intervals next to the uniform, market and (synthetic) oracle baselines.",
     )
     run.add_argument(
-        "--spec", type=Path, help="an environment spec (envs/<name>.toml); default: the synthetic world"
+        "--spec",
+        type=Path,
+        help="an environment spec file or name (forecast_dojo/envs/<name>.toml); default: the synthetic world",
     )
     run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
     run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
