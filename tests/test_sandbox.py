@@ -6,6 +6,7 @@ missing: a CI run that silently skipped them would prove nothing about isolation
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -556,8 +557,14 @@ MEMORY_VECTORS = {
 }
 
 
+@pytest.mark.parametrize("cgroup", ["as_available", "disabled"])
 @pytest.mark.parametrize("vector", sorted(MEMORY_VECTORS))
-def test_memory_vector_fails_and_host_memory_is_bounded(vector: str) -> None:
+def test_memory_vector_fails_and_host_memory_is_bounded(
+    vector: str, cgroup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if cgroup == "disabled":  # what hosts without a writable memory cgroup (e.g. CI containers) run
+        state = sandbox._availability()
+        monkeypatch.setattr(sandbox, "_cache", dataclasses.replace(state, cgroup=None))
     result, drop = run_watching_memory(MEMORY_VECTORS[vector])
     assert not result.ok, result
     assert "HELD" not in result.stdout
@@ -861,3 +868,15 @@ def test_framing_of_a_failed_run() -> None:
     assert content == "<python_stdout>\nError: x\n</python_stdout>"
     refused = sandbox.frame_output(sandbox._refusal("python sandbox unavailable: no bwrap"))
     assert refused == ("<python_stdout>\n</python_stdout>", "python sandbox unavailable: no bwrap")
+
+
+def test_concurrent_calls_each_see_their_own_clock() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(i: int) -> bool:
+        result = run_python(f"import time\nprint({i}, time.gmtime().tm_year)\n", FAST,
+                            now=datetime(2020 + i % 5, 6, 1, tzinfo=UTC))  # fmt: skip
+        return result.ok and result.stdout == f"{i} {2020 + i % 5}\n"
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, range(12)))
