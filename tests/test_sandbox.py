@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import struct
@@ -701,10 +702,17 @@ def test_allowlisted_packages_import() -> None:
 @pytest.mark.slow
 def test_forecast_dojo_is_invisible_from_a_wheel_install(tmp_path: Path) -> None:
     """A normal (non-editable) install puts the package into site-packages; the sandbox must not see it."""
+    # Build from a copy: setuptools writes build/ and *.egg-info into the source tree.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    shutil.copytree(REPO_ROOT / "forecast_dojo", source / "forecast_dojo",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-         str(REPO_ROOT)],
+         str(source)],
         check=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     (wheel,) = wheels.glob("forecast_dojo-*.whl")
