@@ -888,3 +888,16 @@ def test_concurrent_calls_each_see_their_own_clock() -> None:
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(call, range(12)))
+
+
+def test_fails_closed_without_libfaketime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_cache: None
+) -> None:
+    """Without libfaketime the sandbox would show today's date: the tool is disabled instead."""
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(sandbox, "_LIBFAKETIME_CANDIDATES", (str(tmp_path / "libfaketime.so.1"),))
+    ok, reason = sandbox_available()
+    assert not ok and "libfaketime is not installed" in reason
+    result = run_python(f"open({str(marker)!r}, 'w').write('ran')\n")
+    assert not result.ok and result.error == f"python sandbox unavailable: {reason}"
+    assert not marker.exists()
