@@ -387,7 +387,7 @@ def _find_libfaketime() -> str | None:
 
 
 def _faketime_spec(now: datetime) -> str:
-    """libfaketime's ``FAKETIME`` value: start the clock at ``now`` (UTC, whole seconds) and let it run."""
+    """The ``FAKETIME`` value for libfaketime: start the clock at ``now`` (UTC, whole seconds), let it run."""
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)
     return "@" + now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -851,8 +851,11 @@ def _memfd_with(name: str, data: bytes) -> int:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL bwrap's process group; --die-with-parent then kills the sandbox's pid 1, which takes down
-    every process in the sandbox's pid namespace."""
+    """SIGKILL bwrap's process group.
+
+    ``--die-with-parent`` then kills the sandbox's pid 1, which takes down every process in the sandbox's
+    pid namespace.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
