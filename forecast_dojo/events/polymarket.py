@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.events.result import ImportResult
+from forecast_dojo.events.texts import clean_text, strip_notes
 from forecast_dojo.schema import Event, MarketPoint, SchemaError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
@@ -42,6 +43,12 @@ COHERENCE_TOLERANCE = 0.1
 
 class PolymarketError(SchemaError):
     """An export file that does not have the documented shape (names the file and the record)."""
+
+
+def undated_text(value: object) -> str:
+    """A description as it may be shown at any cutoff: an export holds the text as downloaded, after
+    the close, so every appended note ("Update: ...", dated or not) is removed, as are source leftovers."""
+    return strip_notes(clean_text(str(value or "").strip()), None)[0]
 
 
 def _iter_json_objects(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -302,8 +309,8 @@ def _binary_event(
         close_at=close_at,
         resolved_at=resolved_at,
         cutoffs=(open_at,),
-        background=str(event.get("description") or "").strip() if event else "",
-        resolution_criteria=str(market.get("description") or "").strip(),
+        background=undated_text(event.get("description")) if event else "",
+        resolution_criteria=undated_text(market.get("description")),
         source="polymarket",
         url=f"https://polymarket.com/market/{market['slug']}" if market.get("slug") else None,
         tags=_tags(event),
@@ -398,7 +405,7 @@ def _negrisk_event(
         resolved_at=resolved_at,
         cutoffs=(open_at,),
         background="",
-        resolution_criteria=str(event.get("description") or "").strip(),
+        resolution_criteria=undated_text(event.get("description")),
         source="polymarket",
         url=f"https://polymarket.com/event/{event['slug']}" if event.get("slug") else None,
         tags=_tags(event),
