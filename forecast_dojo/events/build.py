@@ -18,6 +18,7 @@ from forecast_dojo.events.leakage import LeakageConfig, LeakageFlag, apply_exclu
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.schedule import ScheduleConfig, schedule_event
+from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
 from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
@@ -194,6 +195,9 @@ def build_events(
         "eval": split_stats(split.eval),
         "neither": {reason: len(ids) for reason, ids in sorted(split.neither.items())},
     }
+    report["schedule_leak"] = schedule_leak_report(
+        scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
+    )
     return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report)
 
 
@@ -252,6 +256,12 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
         )
     lines.append(f"neither split: {report['split']['neither']}")
+    leak = report.get("schedule_leak")
+    if leak:
+        for name, result in leak.items():
+            lines.append(
+                f"schedule leak ({name}): episode {describe(result['episode'])}; step {describe(result['step'])}"
+            )
     return "\n".join(lines)
 
 
@@ -308,6 +318,23 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "",
             ]
     lines += _table(list(report["split"]["neither"].items()), ("in neither split because", "events")) + [""]
+    if report.get("schedule_leak"):
+        lines += [
+            "## Schedule leak",
+            "",
+            "Cross-validated AUC (95 % bootstrap interval) of a logistic model predicting the outcome from the "
+            "schedule alone (`forecast_dojo.events.schedule_leak`): `episode` uses the number of steps, the last "
+            "date against the open and the stated deadline, and the spacing; `step` what one step shows. "
+            "0.5 means the schedule says nothing.",
+            "",
+        ]
+        lines += _table(
+            [
+                (name, describe(result["episode"]), describe(result["step"]))
+                for name, result in report["schedule_leak"].items()
+            ],
+            ("events", "episode features", "step features"),
+        ) + [""]
     leak = report["leakage"]
     lines += ["## Leakage screen", ""]
     if not leak["run"]:

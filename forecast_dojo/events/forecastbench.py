@@ -383,6 +383,7 @@ def _market_event(
                 "market_granularity": "sparse" if series else "none",
                 "question_sets": sorted({r.set_name for r in rows}),
                 "recorded_close_at": None if recorded_close is None else iso(recorded_close),
+                "deadline_at": iso(close_at if recorded_close is None else max(recorded_close, close_at)),
                 "resolution_date": str(resolution_date),
                 **extra_texts,
             },

@@ -250,6 +250,13 @@ def _dates(
     return open_at, close_at, resolved_at
 
 
+def _deadline(objects: list[dict[str, Any]], fallback: dict[str, Any], close_at: datetime) -> datetime:
+    """The stated deadline (latest ``endDate``), never before the close: the schedule's horizon."""
+    ends = [e for e in (_instant(o.get("endDate")) for o in objects) if e is not None]
+    ends = ends or [e for e in [_instant(fallback.get("endDate"))] if e]
+    return max([close_at, *ends])
+
+
 def _tags(event: dict[str, Any]) -> tuple[str, ...]:
     tags = event.get("tags") or []
     labels = [str(t.get("label")) for t in tags if isinstance(t, dict) and t.get("label")]
@@ -320,6 +327,7 @@ def _binary_event(
             "market_granularity": "trades" if points else "none",
             "trade_days": trade_days,
             "recorded_close_at": iso(close_at),
+            "deadline_at": iso(_deadline([market], event, close_at)),
         },
     )
 
@@ -416,5 +424,6 @@ def _negrisk_event(
             "trade_days": trade_days,
             "neg_risk_markets": [str(m[3].get("id")) for m in members],
             "recorded_close_at": iso(close_at),
+            "deadline_at": iso(_deadline([m[3] for m in members], event, close_at)),
         },
     )
