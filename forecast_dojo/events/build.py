@@ -23,7 +23,7 @@ from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, selec
 from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
-OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "report.json", "report.md")
+OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "decisions.jsonl", "report.json", "report.md")
 
 
 class BuildConfigError(ValueError):
@@ -113,6 +113,7 @@ class BuildOutput:
     eval: list[Event]
     all: list[Event]
     report: dict[str, Any]
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build_events(
@@ -152,13 +153,30 @@ def build_events(
         report["corpus"] = None
 
     index = RelevanceIndex(corpus) if corpus is not None else None
-    selected = select_events(events, config.selection, index=index, judge=judge, progress=progress)
+    # The schedule comes first: selection judges near-certainty at the first date it would use.
+    schedules = {
+        event.id: schedule_event(event, config.schedule, corpus)
+        for event in tqdm(events, desc="scheduling forecast dates", disable=not progress)
+    }
+
+    def first_forecast_at(event: Event) -> Any:
+        made = schedules.get(event.id)
+        return None if made is None else made.cutoffs[0]
+
+    selected = select_events(
+        events,
+        config.selection,
+        index=index,
+        judge=judge,
+        progress=progress,
+        first_forecast_at=first_forecast_at,
+    )
     report["selection"] = selected.summary()
 
     scheduled: list[Event] = []
     no_dates: list[str] = []
-    for event in tqdm(selected.kept, desc="scheduling forecast dates", disable=not progress):
-        made = schedule_event(event, config.schedule, corpus)
+    for event in selected.kept:
+        made = schedules[event.id]
         if made is None:
             no_dates.append(event.id)
         else:
@@ -198,7 +216,53 @@ def build_events(
     report["schedule_leak"] = schedule_leak_report(
         scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
     )
-    return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report)
+    decisions = _decisions(events, selected.decisions, no_dates, flags, split)
+    report["decisions"] = dict(sorted(Counter(d["outcome"] for d in decisions).items()))
+    report["dropped_questions"] = [
+        {k: d[k] for k in ("event_id", "question", "source", "stage", "rule", "reason")}
+        for d in decisions
+        if d["outcome"] == "dropped"
+    ]
+    return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report, decisions=decisions)
+
+
+def _decisions(
+    events: Sequence[Event],
+    selection: dict[str, dict[str, Any]],
+    no_dates: Sequence[str],
+    flags: Sequence[LeakageFlag],
+    split: Any,
+) -> list[dict[str, Any]]:
+    """One record per imported event: where it ended (train, eval, neither, dropped), the stage and rule
+    that decided it, and the numbers behind the decision."""
+    no_dates_set = set(no_dates)
+    neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}
+    train, evaluation = {e.id for e in split.train}, {e.id for e in split.eval}
+    flagged = Counter(f.event_id for f in flags)
+    out = []
+    for event in events:
+        chosen = selection.get(event.id, {"decision": "kept", "rule": None, "reason": None, "numbers": {}})
+        record: dict[str, Any] = {
+            "event_id": event.id,
+            "question": event.question,
+            "source": event.source,
+            "outcome": "dropped",
+            "stage": "selection",
+            "rule": chosen["rule"],
+            "reason": chosen["reason"],
+            "numbers": dict(chosen["numbers"]),
+        }
+        if chosen["decision"] == "kept":
+            if event.id in no_dates_set:
+                record.update(stage="schedule", rule="no_forecast_dates", reason="no forecast date available")
+            elif event.id in train or event.id in evaluation:
+                record.update(outcome="train" if event.id in train else "eval", stage="split", rule=None)
+            else:
+                reason = neither.get(event.id, "unknown")
+                record.update(outcome="neither", stage="split", rule=reason, reason=reason)
+            record["numbers"]["leakage_flags"] = flagged.get(event.id, 0)
+        out.append(record)
+    return out
 
 
 def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
@@ -215,6 +279,10 @@ def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool =
         "eval": save_events(output.eval, out / "eval.jsonl"),
         "all": save_events(output.all, out / "all.jsonl"),
     }
+    with (out / "decisions.jsonl").open("w", encoding="utf-8") as fh:
+        for record in output.decisions:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    paths["decisions"] = out / "decisions.jsonl"
     output.report["files"] = {name: str(path) for name, path in paths.items()}
     (out / "report.json").write_text(json.dumps(output.report, indent=2, sort_keys=False, ensure_ascii=False))
     (out / "report.md").write_text(render_markdown(output.report), encoding="utf-8")
@@ -256,6 +324,8 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
         )
     lines.append(f"neither split: {report['split']['neither']}")
+    if report.get("decisions"):
+        lines.append(f"decisions (decisions.jsonl): {report['decisions']}")
     leak = report.get("schedule_leak")
     if leak:
         for name, result in leak.items():
@@ -358,5 +428,21 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         lines += _table(
             rows, ("event", "document", "first step", "available at", "resolution terms", "excerpt")
+        )
+    dropped = report.get("dropped_questions") or []
+    if dropped:
+        lines += ["", f"## Dropped questions ({len(dropped)})", ""]
+        lines += _table(
+            [
+                (
+                    d["question"].replace("|", "/")[:140],
+                    d["source"],
+                    d["stage"],
+                    (d["reason"] or d["rule"] or "").replace("|", "/"),
+                    d["event_id"],
+                )
+                for d in dropped
+            ],
+            ("question", "source", "stage", "reason", "event"),
         )
     return "\n".join(lines) + "\n"

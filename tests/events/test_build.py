@@ -84,6 +84,16 @@ def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Pa
     assert saved["files"]["eval"].endswith("eval.jsonl")
     markdown = paths["report_md"].read_text()
     assert "## Leakage screen" in markdown and "harbor-passes" in markdown
+    # Every imported event has one decision record; dropped ones are listed by question text.
+    decisions = [json.loads(line) for line in paths["decisions"].read_text().splitlines()]
+    assert len(decisions) == report["imported"]["events"]
+    by_id = {d["event_id"]: d for d in decisions}
+    assert by_id["polymarket:501"]["outcome"] == "eval"
+    dropped = by_id["polymarket:801"]
+    assert dropped["outcome"] == "dropped" and dropped["rule"] == "evidence"
+    assert dropped["numbers"]["evidence_documents"] < 2 and dropped["question"]
+    assert dropped["question"] in markdown and "## Dropped questions" in markdown
+    assert "## Schedule leak" in markdown
     with pytest.raises(FileExistsError, match="overwrite"):
         write_outputs(output, tmp_path / "out")
 
@@ -111,6 +121,7 @@ def test_cli_build_writes_files_and_reports(
     assert "import polymarket: 4 events" in printed and "eval: 2 events" in printed
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "all.jsonl",
+        "decisions.jsonl",
         "eval.jsonl",
         "report.json",
         "report.md",
