@@ -252,11 +252,13 @@ def triviality_problem(event: Event, config: SelectionConfig, first_at: datetime
     if first is not None and first >= config.near_certain:
         when = "at the first forecast date" if first_at is not None else "at its first observation"
         return f"market already gave {first:.3f} to the realized outcome {when}"
-    if numbers["dense"] and "range" in numbers:
-        if numbers["range"] <= config.flat_max_range and numbers["drift"] <= config.directionless_max_drift:
-            return (
-                f"market flat (range {numbers['range']:.3f}) and directionless (drift {numbers['drift']:.3f})"
-            )
+    if (
+        numbers["dense"]
+        and "range" in numbers
+        and numbers["range"] <= config.flat_max_range
+        and numbers["drift"] <= config.directionless_max_drift
+    ):
+        return f"market flat (range {numbers['range']:.3f}) and directionless (drift {numbers['drift']:.3f})"
     return None
 
 
