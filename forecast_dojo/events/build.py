@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.events.leakage import LeakageConfig, LeakageFlag, apply_exclusions, screen_event
+from forecast_dojo.events.leakage import (
+    MEASURED_ON_LABELS,
+    LeakageConfig,
+    LeakageFlag,
+    apply_exclusions,
+    screen_event,
+)
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.schedule import ScheduleConfig, schedule_event
@@ -199,6 +205,8 @@ def build_events(
         scheduled = screened
     report["leakage"] = {
         "run": index is not None,
+        "mode": config.leakage.mode,
+        "measured_on_labels": MEASURED_ON_LABELS.get(config.leakage.mode),
         "excluded_from_episodes": config.exclude_leaks,
         "flagged_documents": len(flags),
         "events_with_flags": len({f.event_id for f in flags}),
@@ -313,8 +321,15 @@ def render_summary(report: dict[str, Any]) -> str:
     )
     leak = report["leakage"]
     if leak["run"]:
+        measured = leak.get("measured_on_labels")
+        quality = (
+            f"; rule '{leak.get('mode')}' measured on the hand-labelled sample: precision "
+            f"{measured['precision']:.2f}, recall {measured['recall']:.2f}"
+            if measured
+            else ""
+        )
         lines.append(
-            f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events"
+            f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events{quality}"
         )
     else:
         lines.append("leakage screen: not run (no corpus)")
