@@ -140,5 +140,5 @@ def run_build(args: argparse.Namespace) -> int:
         print(f"events build: error: {err}", file=sys.stderr)
         return 2
     print(render_summary(output.report))
-    print(f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, report.json, report.md")
+    print(f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, decisions.jsonl, report.json, report.md")
     return 0
