@@ -225,6 +225,7 @@ def build_events(
         scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
     )
     decisions = _decisions(events, selected.decisions, no_dates, flags, split)
+    report["warnings"] = attrition_warnings(len(events), len(scheduled), decisions)
     report["decisions"] = dict(sorted(Counter(d["outcome"] for d in decisions).items()))
     report["dropped_questions"] = [
         {k: d[k] for k in ("event_id", "question", "source", "stage", "rule", "reason")}
@@ -232,6 +233,39 @@ def build_events(
         if d["outcome"] == "dropped"
     ]
     return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report, decisions=decisions)
+
+
+MIN_KEPT_FRACTION = 0.10
+# What to change when a stage removes most events: the option names of --config sections.
+STAGE_OPTIONS = {
+    "language": "selection.require_english / selection.drop_personal",
+    "horizon": "selection.min_horizon_days",
+    "faithfulness": "selection.min_faithful_fraction / selection.max_unfaithful_run_days",
+    "non_triviality": "selection.near_certain / selection.flat_min_points",
+    "evidence": "selection.evidence_min_documents / selection.evidence_min_coverage / "
+    "selection.evidence_lookback_days, or a corpus that covers these questions (--corpus)",
+    "no_forecast_dates": "schedule.buffer_days, or a corpus covering the questions' lifetimes",
+}
+
+
+def attrition_warnings(imported: int, kept: int, decisions: Sequence[dict[str, Any]]) -> list[str]:
+    """A warning when the build keeps under :data:`MIN_KEPT_FRACTION` of what it imported, naming the
+    rule that removed the most, its top reasons (numbers folded to ``N``) and the option to change."""
+    import re
+
+    if imported == 0 or kept >= MIN_KEPT_FRACTION * imported:
+        return []
+    dropped = [d for d in decisions if d["outcome"] == "dropped"]
+    by_rule = Counter(d["rule"] for d in dropped)
+    if not by_rule:
+        return [f"events build keeps {kept} of {imported} imported events ({kept / imported:.1%})"]
+    rule, count = by_rule.most_common(1)[0]
+    reasons = Counter(re.sub(r"\d+(?:\.\d+)?", "N", d["reason"] or "") for d in dropped if d["rule"] == rule)
+    top = "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common(3))
+    return [
+        f"events build keeps {kept} of {imported} imported events ({kept / imported:.1%}); "
+        f"{rule} removed {count} ({top}); to change: {STAGE_OPTIONS.get(rule, rule)}"
+    ]
 
 
 def _decisions(
@@ -339,6 +373,8 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
         )
     lines.append(f"neither split: {report['split']['neither']}")
+    for warning in report.get("warnings") or []:
+        lines.append(f"warning: {warning}")
     if report.get("decisions"):
         lines.append(f"decisions (decisions.jsonl): {report['decisions']}")
     leak = report.get("schedule_leak")

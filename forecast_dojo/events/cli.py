@@ -69,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keep-leaks", action="store_true", help="list flagged documents but do not exclude them"
     )
     build.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 3, nothing written) instead of warning when the build keeps under 10 %% of its input",
+    )
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build)
 
@@ -128,6 +133,14 @@ def run_build(args: argparse.Namespace) -> int:
             imports.append(load_polymarket(folder, progress=progress))
         corpus = Corpus.load(args.corpus) if args.corpus else None
         output = build_events(imports, config, corpus=corpus, progress=progress)
+        for warning in output.report.get("warnings") or []:
+            print(f"events build: warning: {warning}", file=sys.stderr)
+        if args.strict and output.report.get("warnings"):
+            print(
+                "events build: --strict: not writing a build that keeps under 10 % of its input",
+                file=sys.stderr,
+            )
+            return 3
         write_outputs(output, args.out, overwrite=args.overwrite)
     except (
         BuildConfigError,
