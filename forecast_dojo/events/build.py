@@ -23,7 +23,7 @@ from forecast_dojo.events.leakage import (
 )
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
-from forecast_dojo.events.schedule import ScheduleConfig, schedule_event
+from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before
 from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
 from forecast_dojo.events.split import Window, split_events, split_stats
@@ -47,6 +47,7 @@ class BuildConfig:
     leakage: LeakageConfig = field(default_factory=LeakageConfig)
     min_eval_steps: int = 3
     exclude_leaks: bool = True
+    trim_into_eval: bool = False
 
     def __post_init__(self) -> None:
         if self.selection.buffer_days != self.schedule.buffer_days:
@@ -63,6 +64,7 @@ class BuildConfig:
             "leakage": asdict(self.leakage),
             "min_eval_steps": self.min_eval_steps,
             "exclude_leaks": self.exclude_leaks,
+            "trim_into_eval": self.trim_into_eval,
         }
 
 
@@ -194,6 +196,21 @@ def build_events(
         "steps": dict(sorted(Counter(e.n_steps for e in scheduled).items())),
         "fewer_than_min_steps": sum(e.n_steps < config.schedule.min_steps for e in scheduled),
     }
+
+    trimmed = 0
+    if config.trim_into_eval:
+        # An event that closes inside the evaluation window but opened before it keeps only its
+        # forecast dates inside the window (before the screen: its exclusions are per step).
+        window = config.eval_window
+        kept_events = []
+        for event in scheduled:
+            if event.cutoffs[0] < window.start and window.start < event.close_at <= window.end:
+                cut = trim_before(event, window.start)
+                if cut is not None and cut.n_steps >= config.min_eval_steps:
+                    event, trimmed = cut, trimmed + 1
+            kept_events.append(event)
+        scheduled = kept_events
+    report["schedule"]["trimmed_into_eval"] = trimmed
 
     flags: list[LeakageFlag] = []
     if index is not None:

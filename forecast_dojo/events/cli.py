@@ -68,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--keep-leaks", action="store_true", help="list flagged documents but do not exclude them"
     )
+    build.add_argument(
+        "--trim-into-eval",
+        action="store_true",
+        help="an event that closes in the evaluation window but opened before it keeps only its forecast "
+        "dates inside the window (if at least --min-eval-steps) and goes to evaluation",
+    )
     build.add_argument("--overwrite", action="store_true", help="replace existing output files")
     build.add_argument(
         "--strict",
@@ -118,6 +124,7 @@ def run_build(args: argparse.Namespace) -> int:
             leakage=leakage,
             min_eval_steps=args.min_eval_steps,
             exclude_leaks=not args.keep_leaks,
+            trim_into_eval=args.trim_into_eval,
         )
         forecastbench = args.forecastbench
         if forecastbench is None and not args.polymarket:

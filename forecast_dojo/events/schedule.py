@@ -41,7 +41,7 @@ from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.schema import Event
-from forecast_dojo.timeutil import UTC, from_micros, to_micros
+from forecast_dojo.timeutil import UTC, from_micros, iso, to_micros
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,21 @@ def choose_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = No
         tied = [i for i in span if abs(scores[i] - best) <= 1e-12]
         chosen.append(days[tied[0] if len(tied) == 1 else rng.choice(tied)])
     return chosen
+
+
+def trim_before(event: Event, start: datetime) -> Event | None:
+    """The scheduled event with only its cutoffs at or after ``start`` (per-step market beliefs and the
+    step count follow), or None when none is left. Used to bring an event that opened before the
+    evaluation window into it; call it before the leakage screen, whose exclusions are per step."""
+    keep = [i for i, c in enumerate(event.cutoffs) if c >= start]
+    if not keep:
+        return None
+    extra: dict[str, Any] = dict(event.extra)
+    if isinstance(extra.get("market_at_cutoffs"), list):
+        extra["market_at_cutoffs"] = [extra["market_at_cutoffs"][i] for i in keep]
+    if isinstance(extra.get("schedule"), dict):
+        extra["schedule"] = {**extra["schedule"], "steps": len(keep), "trimmed_before": iso(start)}
+    return replace(event, cutoffs=tuple(event.cutoffs[i] for i in keep), extra=extra)
 
 
 def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> Event | None:
