@@ -56,6 +56,7 @@ class BuildConfig:
             )
 
     def as_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON values (written into the report)."""
         return {
             "train_window": self.train_window.describe(),
             "eval_window": self.eval_window.describe(),
@@ -267,7 +268,8 @@ STAGE_OPTIONS = {
 
 def attrition_warnings(imported: int, kept: int, decisions: Sequence[dict[str, Any]]) -> list[str]:
     """A warning when the build keeps under :data:`MIN_KEPT_FRACTION` of what it imported, naming the
-    rule that removed the most, its top reasons (numbers folded to ``N``) and the option to change."""
+    rule that removed the most, its top reasons (numbers folded to ``N``) and the option to change.
+    """
     import re
 
     if imported == 0 or kept >= MIN_KEPT_FRACTION * imported:
@@ -293,7 +295,8 @@ def _decisions(
     split: Any,
 ) -> list[dict[str, Any]]:
     """One record per imported event: where it ended (train, eval, neither, dropped), the stage and rule
-    that decided it, and the numbers behind the decision."""
+    that decided it, and the numbers behind the decision.
+    """
     no_dates_set = set(no_dates)
     neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}
     train, evaluation = {e.id for e in split.train}, {e.id for e in split.eval}

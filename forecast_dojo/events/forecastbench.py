@@ -87,7 +87,7 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(value: str | None) -> str:
-    """Readable plain text from a background that may hold HTML, entities, autolinks and ``\\r\\n``.
+    r"""Readable plain text from a background that may hold HTML, entities, autolinks and ``\r\n``.
 
     Block tags become line breaks, list items become ``- `` lines, links keep their anchor text,
     ``<https://...>`` autolinks keep the URL, and runs of blank lines collapse to one.

@@ -455,7 +455,8 @@ def screen_event(event: Event, index: RelevanceIndex, config: LeakageConfig) -> 
 
 def apply_exclusions(event: Event, flags: Sequence[LeakageFlag]) -> Event:
     """The event with ``extra["excluded_doc_ids"]`` (step index as a string -> flagged doc ids visible
-    at that step) and ``extra["leakage_flags"]``; unchanged apart from empty entries when nothing is flagged."""
+    at that step) and ``extra["leakage_flags"]``; unchanged apart from empty entries when nothing is flagged.
+    """
     excluded: dict[str, list[str]] = {}
     for step in range(event.n_steps):
         ids = sorted({f.doc_id for f in flags if f.first_step <= step})

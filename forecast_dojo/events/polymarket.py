@@ -47,7 +47,8 @@ class PolymarketError(SchemaError):
 
 def undated_text(value: object) -> str:
     """A description as it may be shown at any cutoff: an export holds the text as downloaded, after
-    the close, so every appended note ("Update: ...", dated or not) is removed, as are source leftovers."""
+    the close, so every appended note ("Update: ...", dated or not) is removed, as are source leftovers.
+    """
     return strip_notes(clean_text(str(value or "").strip()), None)[0]
 
 

@@ -63,7 +63,8 @@ class ScheduleConfig:
 
 def stated_deadline(event: Event) -> datetime:
     """The deadline the question states (``extra["deadline_at"]``), never before the close; the close
-    when the importer recorded none."""
+    when the importer recorded none.
+    """
     from forecast_dojo.timeutil import InstantError, parse_instant
 
     value = event.extra.get("deadline_at")
@@ -87,7 +88,8 @@ def last_forecast_day(event: Event, config: ScheduleConfig) -> date:
 
 def candidate_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> list[date]:
     """Forecast dates the bins are laid over, in order: up to the stated deadline (``horizon =
-    "deadline"``) or the close; :func:`choose_days` keeps only those up to :func:`last_forecast_day`."""
+    "deadline"``) or the close; :func:`choose_days` keeps only those up to :func:`last_forecast_day`.
+    """
     first = event.open_at.date()
     if midnight(first) < event.open_at:
         first += timedelta(days=1)
@@ -178,7 +180,8 @@ def choose_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = No
 def trim_before(event: Event, start: datetime) -> Event | None:
     """The scheduled event with only its cutoffs at or after ``start`` (per-step market beliefs and the
     step count follow), or None when none is left. Used to bring an event that opened before the
-    evaluation window into it; call it before the leakage screen, whose exclusions are per step."""
+    evaluation window into it; call it before the leakage screen, whose exclusions are per step.
+    """
     keep = [i for i, c in enumerate(event.cutoffs) if c >= start]
     if not keep:
         return None

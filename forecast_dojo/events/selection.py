@@ -72,6 +72,7 @@ class SelectionResult:
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
+        """Counts kept and removed by filter, a few removed ids per filter, and the filters not run."""
         return {
             "kept": len(self.kept),
             "removed": {name: len(ids) for name, ids in self.removed.items()},
@@ -109,7 +110,8 @@ _ORDINAL_CONTEXT = _word_set(
 
 def is_english(text: str) -> bool:
     """English unless foreign function words outnumber English ones (at least two) or most letters are
-    non-ASCII. A stop-word vote: it needs no model and is stable on one-sentence questions."""
+    non-ASCII. A stop-word vote: it needs no model and is stable on one-sentence questions.
+    """
     words = [w.lower() for w in _WORD.findall(text)]
     if not words:
         return False
@@ -126,7 +128,8 @@ def is_personal(question: str) -> bool:
     private life, which no news corpus covers. The rule: "my", "mine" or "myself" anywhere, or ``I`` as
     a pronoun, i.e. followed by a lowercase word and not after an ordinal context word ("World War I
     ends", "Phase I trial" are not personal). "me" is not used: titles such as "Deliver Me from
-    Nowhere" would trip it."""
+    Nowhere" would trip it.
+    """
     if _FIRST_PERSON.search(question):
         return True
     for match in _PRONOUN_I.finditer(question):
@@ -155,6 +158,7 @@ def lifetime_days(event: Event) -> list[date]:
 
 
 def horizon_problem(event: Event, config: SelectionConfig) -> str | None:
+    """Why the event's lifetime is too short to forecast over, or None."""
     days = len(lifetime_days(event))
     return (
         None
@@ -165,7 +169,8 @@ def horizon_problem(event: Event, config: SelectionConfig) -> str | None:
 
 def faithfulness(event: Event) -> tuple[float, int] | None:
     """(fraction of lifetime days with coherent prices, longest run of days without) or None when the
-    event carries no trade data (only sparse snapshots, where a missing day says nothing)."""
+    event carries no trade data (only sparse snapshots, where a missing day says nothing).
+    """
     if event.extra.get("market_granularity") != "trades":
         return None
     good = set(event.extra.get("trade_days") or ())
@@ -178,6 +183,7 @@ def faithfulness(event: Event) -> tuple[float, int] | None:
 
 
 def faithfulness_problem(event: Event, config: SelectionConfig) -> str | None:
+    """Why the event's trade data are too patchy to score against, or None (also when it has none)."""
     measured = faithfulness(event)
     if measured is None:
         return None
@@ -194,7 +200,8 @@ def faithfulness_problem(event: Event, config: SelectionConfig) -> str | None:
 
 def forecastable_market(event: Event, buffer_days: int) -> list[MarketPoint]:
     """Market points inside the window forecasts can be made in: from the open to close minus the buffer
-    (all points up to the close when that window holds none)."""
+    (all points up to the close when that window holds none).
+    """
     end = event.close_at - timedelta(days=buffer_days)
     inside = [p for p in event.market if event.open_at <= p.at <= end]
     return inside or [p for p in event.market if p.at <= event.close_at]
@@ -267,7 +274,8 @@ def triviality_problem(event: Event, config: SelectionConfig, first_at: datetime
 
 def evidence_documents(event: Event, index: RelevanceIndex, config: SelectionConfig) -> list[Match]:
     """Documents relevant to the question among those an agent could see at the latest possible step:
-    available in the ``evidence_lookback_days`` before the close minus the buffer."""
+    available in the ``evidence_lookback_days`` before the close minus the buffer.
+    """
     end = event.close_at - timedelta(days=config.buffer_days)
     lo, hi = index.rows_between(end - timedelta(days=config.evidence_lookback_days), end)
     return index.matches(

@@ -1,4 +1,4 @@
-"""Question texts as they stood at a cutoff: dated notes, edit stamps and source leftovers removed.
+r"""Question texts as they stood at a cutoff: dated notes, edit stamps and source leftovers removed.
 
 Question platforms edit their texts after a question opens. Manifold appends "Update 2025-07-05
 (PST) (AI summary of creator comment): ..." notes (one said "Since the Nobel market has resolved
@@ -10,7 +10,7 @@ notes written months after its forecast date. This module
   parenthesis) with ``Update``, ``Edit``, ``Edited``, ``Clarification``, ``Note added``, ``Addendum``
   or ``Correction``, followed either by a date within 40 characters (a *dated* note) or by a colon
   (an *undated* note). A note runs from its line to the next note or the end of the text: platforms
-  append them, and a multi-paragraph note ("Clarifications:\\n\\n- ...") belongs to its header;
+  append them, and a multi-paragraph note ("Clarifications:\n\n- ...") belongs to its header;
 * removes them (:func:`strip_notes`): the notes dated on or after ``keep_before`` (every note when
   ``keep_before`` is None, and every undated note then too);
 * cleans source leftovers (:func:`clean_text`): "[link preview]" markers, and the numeric suffix
