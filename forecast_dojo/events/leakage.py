@@ -16,15 +16,20 @@ A document is flagged for an event when all of these hold:
    :func:`resolving_statements`): in one sentence of the document's text,
 
    * a **realized action** on the question's own terms: a completed-action verb ("wins", "signed",
-     "agreed to", "took effect", "captured", or any verb the question itself asks about, such as
-     "launches" for a launch question) with one of the question's names within
-     :data:`NAME_WINDOW` words and one of its predicate terms (salient terms that are not names)
-     within :data:`PREDICATE_WINDOW` words, and no hedge ("will", "plans to", "talks", "calls for",
-     "expected", "threatens", ...) in the three words before the verb; or
-   * a **terminal event** of a question about someone's status (it asks whether someone wins,
-     leaves, stays, resigns, is out, is nominee/leader/president): death, killing, assassination,
-     resignation, withdrawal ("ends his campaign", "will not seek", "drops out") with one of the
-     question's names within :data:`NAME_WINDOW` words; or
+     "agreed to", "took effect", "captured", ...), not hedged ("will", "plans to", "talks", "calls
+     for", "expected", "threatens", "not", ...) in the :data:`HEDGE_WINDOW` words before it. When it
+     is the question's own verb ("Will X win Y?"), the question's words before that verb (X) must
+     stand within :data:`NAME_WINDOW` words before it and more than half of the words after it (Y)
+     within ``PREDICATE_WINDOW + 2`` words after it; any other verb needs one of the question's
+     names within :data:`NAME_WINDOW` words before it and one of its predicate terms (salient terms
+     that are not names, written in lower case in the document) within :data:`PREDICATE_WINDOW`
+     words; or
+   * a **terminal event** of a question about someone's standing (it asks whether someone wins,
+     is out, stays, resigns, is nominee/leader/president): "X dies / is killed / resigns / ends his
+     campaign / will not seek / drops out" with the person (a capitalized question word that is not
+     an office, party or place) within :data:`NAME_WINDOW` words before, or "the death of /
+     assassination of / killing ... X" with the person just after (not "people are killed", not
+     "killed in <place>"); or
    * for an event with named outcomes (not Yes/No), the **realized outcome's label** within
      :data:`NAME_WINDOW` words of a winning verb ("wins", "is elected", "named", ...).
 
@@ -50,7 +55,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from forecast_dojo.events.relevance import RelevanceIndex, _stem, name_terms, salient_terms
+from forecast_dojo.events.relevance import RelevanceIndex, name_terms, salient_terms
+from forecast_dojo.events.relevance import stem as _stem
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import iso, to_micros
 
@@ -72,7 +78,6 @@ RESOLUTION_PATTERN = re.compile(
 )
 
 
-LEGACY_RESOLUTION_PATTERN = RESOLUTION_PATTERN
 NAME_WINDOW = 8
 PREDICATE_WINDOW = 10
 HEDGE_WINDOW = 3

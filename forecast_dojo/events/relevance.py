@@ -50,6 +50,11 @@ def _stem(word: str) -> str:
     return word
 
 
+def stem(word: str) -> str:
+    """The crude stem the relevance rules compare words by (see :func:`_stem`)."""
+    return _stem(word)
+
+
 def terms(text: str) -> frozenset[str]:
     """Stemmed lowercase words of a text."""
     return frozenset(_stem(w) for w in _TOKEN.findall(text))
