@@ -125,6 +125,29 @@ class Event:
     def n_steps(self) -> int:
         return len(self.cutoffs)
 
+    def text_at(self, step: int) -> tuple[str, str, str]:
+        """(question, background, resolution criteria) as they stood at step ``step``'s cutoff.
+
+        ``extra["text_versions"]`` (written by importers of sources that edit questions, see
+        ``forecast_dojo.events.texts``) lists ``{"from", "question", "background",
+        "resolution_criteria"}`` in time order; the latest version with ``from <= cutoff`` applies, and
+        the event's own fields (the earliest text, every dated note removed) before the first.
+        """
+        cutoff = self.cutoffs[step]
+        chosen = (self.question, self.background, self.resolution_criteria)
+        for version in self.extra.get("text_versions") or ():
+            try:
+                if parse_instant(version["from"]) > cutoff:
+                    break
+                chosen = (
+                    str(version.get("question") or self.question),
+                    str(version.get("background") or ""),
+                    str(version.get("resolution_criteria") or ""),
+                )
+            except (InstantError, KeyError, TypeError):
+                continue
+        return chosen
+
     def market_at(self, instant: datetime) -> tuple[float, ...] | None:
         """The latest market belief at or before ``instant`` (evaluation only; never shown to the agent)."""
         latest = None
