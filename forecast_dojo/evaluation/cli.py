@@ -13,7 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "run",
         help="evaluate agents on an environment (default: the embedded synthetic world)",
         description="Run agents through every event of an environment in each memory mode, log trajectories, "
-        "and print proper scores with 95%% intervals next to the uniform, market and (synthetic) oracle baselines.",
+        "and print proper scores with 95 % intervals next to the uniform, market and (synthetic) oracle baselines.",
     )
     run.add_argument(
         "--spec", type=Path, help="an environment spec (envs/<name>.toml); default: the synthetic world"
@@ -95,6 +95,9 @@ def run_command(args: argparse.Namespace) -> int:
             ensure_synthetic_world(args.seed, embedder=args.embedder or "minilm").oracle_path
         )
     rows += baseline_rows(events, oracle=oracle)
+    outcome_index = {e.id: e.outcome_index for e in events}
+    for row in rows:
+        row["outcome_index"] = outcome_index[row["event_id"]]
     table = summarize(rows)
     print()
     print(format_table(table))
@@ -106,7 +109,7 @@ def run_command(args: argparse.Namespace) -> int:
             for memory in args.memory:
                 comparisons.append(paired_difference(rows, (agent_name, memory), ("oracle", "-")))
     if comparisons:
-        print("\nPaired Brier differences (a - b; positive means a scored better):")
+        print("\nPaired Brier loss differences (a - b; negative means a scored better):")
         for c in comparisons:
             print(
                 f"  {c['a'][0]}/{c['a'][1]} - {c['b'][0]}/{c['b'][1]}: {c['mean']:+.4f} [{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] over {c['steps']} steps"

@@ -42,10 +42,10 @@ def plot_run(rows: Sequence[dict[str, Any]], outcome_index: dict[str, int], path
     table = summarize(rows)
     fig, (scores, calibration) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1.3, 1]})
     labels = [f"{t['agent']}\n{t['memory']}" if t["memory"] != "-" else t["agent"] for t in table]
-    means = [-t["brier"] for t in table]  # plot the Brier loss: lower is better
+    means = [t["brier"] for t in table]  # the Brier loss: lower is better
     errors = [
-        [-t["brier"] - -t["brier_ci"][1] for t in table],
-        [-t["brier_ci"][0] - -t["brier"] for t in table],
+        [t["brier"] - t["brier_ci"][0] for t in table],
+        [t["brier_ci"][1] - t["brier"] for t in table],
     ]
     colors = [
         "tab:gray" if t["memory"] == "-" else ("tab:blue" if t["memory"] == "none" else "tab:orange")

@@ -14,6 +14,7 @@ def row(agent, memory, event_id, forecast):
         "valid": True,
         "forecast": forecast,
         "score_brier": -0.1,
+        "outcome_index": 0,
         "score_log": -0.1,
         "score_spherical": 0.9,
     }
