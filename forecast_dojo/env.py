@@ -17,6 +17,7 @@ Contract (see README for the full version):
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,14 +30,16 @@ from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.gateway import TemporalGateway
+from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, decoded_arguments, normalize_message
+from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
@@ -118,6 +121,8 @@ class ForecastDojoEnv(gym.Env):
             "n_events": len(self.events),
             **(run_metadata or {}),
         }
+        self.run_id = run_id_for(self.run_metadata)
+        self.agent_name: str | None = self.run_metadata.get("agent")
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._writer: TrajectoryWriter | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
@@ -169,9 +174,14 @@ class ForecastDojoEnv(gym.Env):
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = set(options) - {"event_id", "step", "notebook"}
+        unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
         if unknown:
-            raise ValueError(f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook")
+            raise ValueError(
+                f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
+            )
+        rollout = options.get("rollout", 0)
+        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
+            raise ValueError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
@@ -195,6 +205,7 @@ class ForecastDojoEnv(gym.Env):
             except NotebookError as err:
                 raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
         self._event = event
+        self._rollout = rollout
         self._done = False
         self._episode_return = 0.0
         self._begin_step(start, notebook, None)
@@ -268,7 +279,8 @@ class ForecastDojoEnv(gym.Env):
         self._forced = False
         self._usage = {"prompt_tokens": None, "completion_tokens": None}
         self._notebook_in = notebook
-        self._tool_log: list[dict[str, Any]] = []
+        self._tool_log: list[ToolCallRecord] = []
+        self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
         hidden = frozenset(self._excluded_ids(event, step))
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
@@ -279,15 +291,9 @@ class ForecastDojoEnv(gym.Env):
         prompt = step_prompt(
             event, step, self.budgets, self.memory, notebook if self.memory == "notebook" else None, note
         )
-        self._messages = [
-            {
-                "role": "system",
-                "content": self._system_prompt,
-                "tool_calls": None,
-                "tool_call_id": None,
-                "name": None,
-            },
-            {"role": "user", "content": prompt, "tool_calls": None, "tool_call_id": None, "name": None},
+        self._messages: list[ChatMessage] = [
+            chat_message("system", self._system_prompt),
+            chat_message("user", prompt),
         ]
 
     @staticmethod
@@ -326,14 +332,14 @@ class ForecastDojoEnv(gym.Env):
             if result.max_available_us is not None:
                 self._view.assert_before_cutoff(result.max_available_us)
         self._tool_log.append(
-            {
-                "id": call.id,
-                "name": call.name,
-                "arguments": decoded_arguments(call.raw_arguments),
-                "result": (result.content or "")[:RESULT_SUMMARY_CHARS],
-                "doc_ids": list(result.doc_ids),
-                "error": result.error,
-            }
+            ToolCallRecord(
+                id=call.id,
+                name=call.name,
+                arguments=decoded_arguments(call.raw_arguments),
+                result=(result.content or "")[:RESULT_SUMMARY_CHARS],
+                doc_ids=list(result.doc_ids),
+                error=result.error,
+            )
         )
         return result
 
@@ -354,20 +360,21 @@ class ForecastDojoEnv(gym.Env):
             flags.append("no_notebook")
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
-        self._episode_return += reward
         record = self._step_record(forecast, flags, scores, reward, submission)
         self._write(record)
+        self._episode_return += reward
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
             "scores": scores,
-            "cutoff": iso(event.cutoffs[self._step]),
+            "cutoff": record.cutoff,
         }
         finished_step = self._step
         if self._step + 1 >= event.n_steps:
             self._done = True
             info = self._info(step_ended=True, **step_info)
+            info["record"] = record
             info["episode"] = {"return": self._episode_return, "steps": event.n_steps}
             obs = self._observation(new)
             obs["step"] = finished_step
@@ -377,6 +384,7 @@ class ForecastDojoEnv(gym.Env):
             note = "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
         self._begin_step(self._step + 1, notebook_out, note)
         info = self._info(step_ended=True, finished_step=finished_step, **step_info)
+        info["record"] = record
         return self._observation(list(self._messages)), reward, False, False, info
 
     def _step_record(
@@ -386,49 +394,55 @@ class ForecastDojoEnv(gym.Env):
         scores: dict[str, float],
         reward: float,
         submission: ToolResult,
-    ) -> dict[str, Any]:
+    ) -> StepRecord:
+        """The step's one record: what the log writes and ``info["record"]`` returns."""
         event = self._event
         assert event is not None
         cutoff = event.cutoffs[self._step]
         market = event.market_at(cutoff)
-        return {
-            "event_id": event.id,
-            "step": self._step,
-            "n_steps": event.n_steps,
-            "cutoff": iso(cutoff),
-            "forecast_date": cutoff.date().isoformat(),
-            "memory": self.memory,
-            "messages": [normalize_message(m) for m in self._messages],
-            "tools": copy.deepcopy(self._schemas),
-            "tool_calls": self._tool_log,
-            "notebook_in": self._notebook_in.to_json() if self._notebook_in else None,
-            "notebook_out": submission.notebook.to_json() if submission.notebook else None,
-            "outcomes": list(event.outcomes),
-            "forecast": list(forecast),
-            "valid": submission.forecast is not None,
-            "flags": flags,
-            "forecast_error": submission.forecast_error,
-            "rationale": submission.rationale,
-            "scores": scores,
-            "reward": reward,
-            "outcome": event.outcome,
-            "outcome_index": event.outcome_index,
-            "market": list(market) if market is not None else None,
-            "budgets": {
+        return StepRecord(
+            run_id=self.run_id,
+            event_id=event.id,
+            rollout=self._rollout,
+            step=self._step,
+            n_steps=event.n_steps,
+            cutoff=iso(cutoff),
+            forecast_date=cutoff.date().isoformat(),
+            agent=self.agent_name,
+            source=event.source,
+            memory=self.memory,
+            messages=[normalize_message(m) for m in self._messages],
+            tools=copy.deepcopy(self._schemas),
+            tool_calls=list(self._tool_log),
+            notebook_in=self._notebook_in.to_json() if self._notebook_in else None,
+            notebook_out=submission.notebook.to_json() if submission.notebook else None,
+            outcomes=list(event.outcomes),
+            forecast=list(forecast),
+            valid=submission.forecast is not None,
+            flags=list(flags),
+            forecast_error=submission.forecast_error,
+            rationale=submission.rationale,
+            scores=dict(scores),
+            reward=reward,
+            outcome=event.outcome,
+            outcome_index=event.outcome_index,
+            market=list(market) if market is not None else None,
+            budgets={
                 "max_tool_calls": self.budgets.max_tool_calls,
                 "max_turns": self.budgets.max_turns,
                 "tool_calls_used": self._tool_calls,
                 "turns_used": self._turns,
             },
-            "tokens": dict(self._usage),
-            "n_visible": self._view.n_visible,
-        }
+            tokens=dict(self._usage),
+            n_visible=self._view.n_visible,
+            wall_time_s=round(time.perf_counter() - self._step_started, 6),
+        )
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: StepRecord) -> None:
         if self._log_dir is None:
             return
         if self._writer is None:
-            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata)
+            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata, run_id=self.run_id)
         self._writer.write(record)
 
     def _add_usage(self, parsed: ParsedAction) -> None:
@@ -438,18 +452,12 @@ class ForecastDojoEnv(gym.Env):
     # ------------------------------------------------------------------ observation helpers
 
     @staticmethod
-    def _notice(text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text, "tool_calls": None, "tool_call_id": None, "name": None}
+    def _notice(text: str) -> ChatMessage:
+        return chat_message("user", text)
 
     @staticmethod
-    def _tool_message(call: ToolCall, content: str) -> dict[str, Any]:
-        return {
-            "role": "tool",
-            "content": content,
-            "tool_calls": None,
-            "tool_call_id": call.id,
-            "name": call.name,
-        }
+    def _tool_message(call: ToolCall, content: str) -> ChatMessage:
+        return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
     def _observation(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         event = self._event

@@ -1,4 +1,9 @@
-"""Running agents through episodes and collecting one row per scored forecast step."""
+"""Running agents through episodes and collecting one :class:`StepRecord` per scored forecast step.
+
+Metrics are computed from records only (``info["record"]`` for agents, :meth:`StepRecord.reference`
+for the uniform, market and oracle baselines), never from other ``info`` keys; :func:`record_row`
+flattens a record into the row that ``metrics`` and ``plots`` read.
+"""
 
 from __future__ import annotations
 
@@ -9,37 +14,59 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.scoring import all_scores, uniform
+from forecast_dojo.scoring import uniform
 
 MAX_TURNS_PER_EPISODE = 10_000
+REFERENCE_MEMORY = "-"
+
+
+def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
+    """The flat row of one record that ``metrics.summarize`` and ``plots`` read.
+
+    Args:
+        record: A step record.
+        agent: The agent's name when the record has none.
+
+    Returns:
+        ``agent, memory ("-" for reference forecasts), event_id, step, rollout, cutoff, forecast,
+        valid, flags, score_<rule>`` for every scoring rule.
+    """
+    return {
+        "agent": record.agent or agent,
+        "memory": record.memory if record.memory is not None else REFERENCE_MEMORY,
+        "event_id": record.event_id,
+        "step": record.step,
+        "rollout": record.rollout,
+        "cutoff": record.cutoff,
+        "forecast": list(record.forecast),
+        "valid": record.valid,
+        "flags": list(record.flags),
+        **{f"score_{name}": value for name, value in record.scores.items()},
+    }
+
+
+def episode_records(
+    env: ForecastDojoEnv, agent: Agent, event_id: str, *, seed: int | None = None
+) -> list[StepRecord]:
+    """Play one whole event; returns the env's record of every forecast step (``info["record"]``)."""
+    observation, _ = env.reset(event_id, seed=seed)
+    records = []
+    for _ in range(MAX_TURNS_PER_EPISODE):
+        observation, _, terminated, truncated, info = env.step(agent.act(observation))
+        if info["step_ended"]:
+            records.append(info["record"])
+        if terminated or truncated:
+            return records
+    raise RuntimeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def run_episode(
     env: ForecastDojoEnv, agent: Agent, event_id: str, *, seed: int | None = None
 ) -> list[dict[str, Any]]:
-    """Play one whole event; returns a row per forecast step (the env's end-of-step info plus labels)."""
-    observation, _ = env.reset(event_id, seed=seed)
-    rows = []
-    for _ in range(MAX_TURNS_PER_EPISODE):
-        observation, _, terminated, truncated, info = env.step(agent.act(observation))
-        if info["step_ended"]:
-            rows.append(
-                {
-                    "agent": agent.name,
-                    "memory": env.memory,
-                    "event_id": event_id,
-                    "step": info.get("finished_step", info["step"]),
-                    "cutoff": info["cutoff"],
-                    "forecast": info["forecast"],
-                    "valid": info["valid"],
-                    "flags": info["flags"],
-                    **{f"score_{name}": value for name, value in info["scores"].items()},
-                }
-            )
-        if terminated or truncated:
-            return rows
-    raise RuntimeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    """Play one whole event; returns a row (:func:`record_row`) per forecast step."""
+    return [record_row(r, agent.name) for r in episode_records(env, agent, event_id, seed=seed)]
 
 
 def run_episodes(
@@ -59,13 +86,13 @@ def run_episodes(
     return rows
 
 
-def baseline_rows(
+def baseline_records(
     events: Sequence[Event],
     *,
     oracle: Mapping[tuple[str, int], Sequence[float]] | None = None,
-) -> list[dict[str, Any]]:
-    """Rows for the reference forecasters that need no agent: uniform, market (where known), oracle (where known)."""
-    rows = []
+) -> list[StepRecord]:
+    """Records of the reference forecasters that need no agent: uniform, market (where known), oracle (where known)."""
+    records = []
     for event in events:
         for step, cutoff in enumerate(event.cutoffs):
             references: dict[str, Sequence[float] | None] = {
@@ -74,20 +101,15 @@ def baseline_rows(
                 "oracle": oracle.get((event.id, step)) if oracle is not None else None,
             }
             for name, forecast in references.items():
-                if forecast is None:
-                    continue
-                scores = all_scores(forecast, event.outcome_index)
-                rows.append(
-                    {
-                        "agent": name,
-                        "memory": "-",
-                        "event_id": event.id,
-                        "step": step,
-                        "cutoff": cutoff.isoformat(),
-                        "forecast": list(forecast),
-                        "valid": True,
-                        "flags": [],
-                        **{f"score_{k}": v for k, v in scores.items()},
-                    }
-                )
-    return rows
+                if forecast is not None:
+                    records.append(StepRecord.reference(event, step, forecast, agent=name))
+    return records
+
+
+def baseline_rows(
+    events: Sequence[Event],
+    *,
+    oracle: Mapping[tuple[str, int], Sequence[float]] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`baseline_records` as rows (:func:`record_row`)."""
+    return [record_row(r) for r in baseline_records(events, oracle=oracle)]
