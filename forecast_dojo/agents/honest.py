@@ -197,7 +197,11 @@ def fit_from_readings(
     for signature, by_k in counts.items():
         if sum(n for _, n in by_k.values()) >= min_count:
             llr[signature] = _fit_llr({k: (h, n) for k, (h, n) in by_k.items()})
-    prior = {k: [(c + 1) / (sum(cs) + k) for c in cs] for k, cs in outcome_counts.items() if len(cs) == k}
+    prior = {
+        k: [(c + PRIOR_PSEUDOCOUNT) / (sum(cs) + PRIOR_PSEUDOCOUNT * k) for c in cs]
+        for k, cs in outcome_counts.items()
+        if len(cs) == k
+    }
     return CueModel(
         llr=llr,
         counts={s: {k: list(v) for k, v in by_k.items()} for s, by_k in counts.items()},
