@@ -9,6 +9,12 @@ Contract (see README for the full version):
   turn ended the step, the next step's prompt. When ``obs["step"]`` changes, the agent starts a
   fresh conversation from ``obs["messages"]``: nothing else carries over (in ``memory="notebook"``
   mode the prompt includes the notebook the agent submitted).
+* The observation also carries, structured, what the prompt says: ``question``, ``outcomes``,
+  ``forecast_date``, ``memory``, ``budget_left`` and the carried ``notebook`` (see
+  :class:`forecast_dojo.spaces.Observation`). It does NOT say how many steps the episode has or
+  which step is the last: an episode's schedule (it ends early when the question resolves early)
+  can reveal the outcome. ``info["n_steps"]`` has it for the researcher; ``show_episode_length=True``
+  puts it back into the observation and the prompt, for ablations only.
 * Reward is 0 on research turns and a proper score of the forecast when a step ends;
   ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
   must never be fed back to the agent.
@@ -25,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from forecast_dojo import __version__
+from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
@@ -36,7 +42,14 @@ from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
-from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
+from forecast_dojo.spaces import (
+    Action,
+    AssistantTurn,
+    ChatMessages,
+    Observation,
+    TextList,
+    UnicodeText,
+)
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
 from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
@@ -63,8 +76,16 @@ def sandbox_python_runner(code: str) -> tuple[str, str | None]:
     return output, None
 
 
-class ForecastDojoEnv(gym.Env):
-    """A gymnasium environment over resolved events and a dated corpus (see module docstring)."""
+class ForecastDojoEnv(gym.Env[Observation, Action]):
+    """A gymnasium environment over resolved events and a dated corpus (see module docstring).
+
+    Episode statistics are left to ``gymnasium.wrappers.RecordEpisodeStatistics`` (the env never
+    writes ``info["episode"]``). Logging stays in the env (``log_dir``) rather than in a wrapper: the
+    record needs the env's internals (transcript, tool log, budgets, the visible-document count), the
+    log header needs its configuration (corpus hash, spec), and in an ``AsyncVectorEnv`` each worker
+    must write its own log, which ``log_dir`` in the env factory gives without extra plumbing; a
+    wrapper would only forward ``info["record"]`` to the same writer.
+    """
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -82,6 +103,7 @@ class ForecastDojoEnv(gym.Env):
         log_dir: str | Path | None = None,
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
+        show_episode_length: bool = False,
     ) -> None:
         if not events:
             raise ValueError("an environment needs at least one event")
@@ -109,6 +131,7 @@ class ForecastDojoEnv(gym.Env):
         self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
         self.python_runner = python_runner if "python" in self.enabled_tools else None
         self.render_mode = render_mode
+        self.show_episode_length = bool(show_episode_length)
         self.run_metadata = {
             "package_version": __version__,
             "corpus_content_hash": corpus.content_hash,
@@ -119,6 +142,7 @@ class ForecastDojoEnv(gym.Env):
             "budgets": {"max_tool_calls": self.budgets.max_tool_calls, "max_turns": self.budgets.max_turns},
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
+            **({"show_episode_length": True} if self.show_episode_length else {}),
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
@@ -129,33 +153,29 @@ class ForecastDojoEnv(gym.Env):
         self._system_prompt = system_prompt(memory, self._schemas)
 
         self.action_space = AssistantTurn()
-        self.observation_space = spaces.Dict(
-            {
-                "messages": ChatMessages(),
-                "event_id": UnicodeText(max_length=512),
-                "forecast_date": UnicodeText(max_length=10),
-                "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
-                "n_steps": spaces.Discrete(MAX_STEPS_PER_EVENT + 1),
-            }
-        )
+        observation_spaces: dict[str, spaces.Space[Any]] = {
+            "messages": ChatMessages(),
+            "event_id": UnicodeText(max_length=512),
+            "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
+            "forecast_date": UnicodeText(max_length=10),
+            "question": UnicodeText(),
+            "outcomes": TextList(),
+            "memory": UnicodeText(max_length=16),
+            "budget_left": spaces.Dict(
+                {
+                    "tool_calls": spaces.Discrete(self.budgets.max_tool_calls + 1),
+                    "turns": spaces.Discrete(self.budgets.max_turns + 1),
+                }
+            ),
+            "notebook": UnicodeText(nullable=True),
+        }
+        if self.show_episode_length:
+            observation_spaces["n_steps"] = spaces.Discrete(MAX_STEPS_PER_EVENT + 1)
+        self.observation_space = spaces.Dict(observation_spaces)
         self._event: Event | None = None
         self._done = True
 
     # ------------------------------------------------------------------ public API
-
-    @classmethod
-    def from_spec(cls, path: str | Path, **overrides: Any) -> ForecastDojoEnv:
-        """The env an ``envs/<name>.toml`` spec describes (see ``forecast_dojo.spec``)."""
-        from forecast_dojo.spec import make_from_spec_file
-
-        return make_from_spec_file(path, **overrides)
-
-    @classmethod
-    def synthetic(cls, **overrides: Any) -> ForecastDojoEnv:
-        """The embedded synthetic world (built and cached on first use)."""
-        from forecast_dojo.spec import make_synthetic_env
-
-        return make_synthetic_env(**overrides)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
@@ -167,7 +187,13 @@ class ForecastDojoEnv(gym.Env):
 
     @property
     def event(self) -> Event | None:
+        """The current episode's event (None before the first reset)."""
         return self._event
+
+    @property
+    def log_dir(self) -> Path | None:
+        """The trajectory log directory, or None when the env does not log."""
+        return self._log_dir
 
     def reset(
         self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -207,7 +233,6 @@ class ForecastDojoEnv(gym.Env):
         self._event = event
         self._rollout = rollout
         self._done = False
-        self._episode_return = 0.0
         self._begin_step(start, notebook, None)
         return self._observation(self._messages), self._info(step_ended=False)
 
@@ -245,7 +270,8 @@ class ForecastDojoEnv(gym.Env):
 
         if submission is None and self._forced:
             # The agent was told to submit and did not: record the uniform fallback and move on.
-            submission = ToolResult("", forecast=None, submitted=True, extra={"fallback": "budget"})
+            submission = ToolResult("", forecast=None, submitted=True)
+            return self._end_step(submission, new, fallback=True)
         elif submission is None and self._budget_spent():
             self._forced = True
             notice = self._notice(
@@ -282,33 +308,25 @@ class ForecastDojoEnv(gym.Env):
         self._tool_log: list[ToolCallRecord] = []
         self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
-        hidden = frozenset(self._excluded_ids(event, step))
+        hidden = frozenset(event.excluded_doc_ids)
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
             self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
         )
         prompt = step_prompt(
-            event, step, self.budgets, self.memory, notebook if self.memory == "notebook" else None, note
+            event,
+            step,
+            self.budgets,
+            self.memory,
+            notebook if self.memory == "notebook" else None,
+            note,
+            show_episode_length=self.show_episode_length,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
             chat_message("user", prompt),
         ]
-
-    @staticmethod
-    def _excluded_ids(event: Event, step: int) -> list[str]:
-        """Documents a leakage screen excluded for this event: ``extra["excluded_doc_ids"]`` (list, or per step)."""
-        excluded = event.extra.get("excluded_doc_ids")
-        if not excluded:
-            return []
-        if isinstance(excluded, list):
-            return [str(x) for x in excluded]
-        if isinstance(excluded, dict):
-            ids = list(excluded.get("all", []))
-            ids += excluded.get(str(step), []) + excluded.get(iso(event.cutoffs[step]), [])
-            return [str(x) for x in ids]
-        raise ValueError(f"event {event.id!r}: extra['excluded_doc_ids'] must be a list or a dict")
 
     def _budget_spent(self) -> bool:
         return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
@@ -343,11 +361,13 @@ class ForecastDojoEnv(gym.Env):
         )
         return result
 
-    def _end_step(self, submission: ToolResult, new: list[dict[str, Any]]):
+    def _end_step(
+        self, submission: ToolResult, new: list[ChatMessage], *, fallback: bool = False
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         event = self._event
         assert event is not None
         flags: list[str] = []
-        if submission.extra.get("fallback") == "budget":
+        if fallback:  # the budget ran out and the agent did not submit
             flags.append("no_submission")
         if submission.forecast is None:
             if submission.forecast_error is not None:
@@ -362,7 +382,6 @@ class ForecastDojoEnv(gym.Env):
         reward = scores[self.reward_name]
         record = self._step_record(forecast, flags, scores, reward, submission)
         self._write(record)
-        self._episode_return += reward
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
@@ -375,7 +394,6 @@ class ForecastDojoEnv(gym.Env):
             self._done = True
             info = self._info(step_ended=True, **step_info)
             info["record"] = record
-            info["episode"] = {"return": self._episode_return, "steps": event.n_steps}
             obs = self._observation(new)
             obs["step"] = finished_step
             return obs, reward, True, False, info
@@ -459,16 +477,27 @@ class ForecastDojoEnv(gym.Env):
     def _tool_message(call: ToolCall, content: str) -> ChatMessage:
         return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
-    def _observation(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _observation(self, messages: list[ChatMessage]) -> Observation:
         event = self._event
         assert event is not None
-        return {
+        notebook = self._notebook_in if self.memory == "notebook" else None
+        observation: Observation = {
             "messages": copy.deepcopy(messages),
             "event_id": event.id,
-            "forecast_date": event.cutoffs[self._step].date().isoformat(),
             "step": self._step,
-            "n_steps": event.n_steps,
+            "forecast_date": event.cutoffs[self._step].date().isoformat(),
+            "question": event.question,
+            "outcomes": list(event.outcomes),
+            "memory": self.memory,
+            "budget_left": {
+                "tool_calls": 0 if self._forced else max(0, self.budgets.max_tool_calls - self._tool_calls),
+                "turns": max(0, self.budgets.max_turns - self._turns),
+            },
+            "notebook": notebook.to_json() if notebook is not None else None,
         }
+        if self.show_episode_length:
+            observation["n_steps"] = event.n_steps
+        return observation
 
     def _info(self, *, step_ended: bool, **extra: Any) -> dict[str, Any]:
         event = self._event
@@ -476,6 +505,7 @@ class ForecastDojoEnv(gym.Env):
         info = {
             "event_id": event.id,
             "step": self._step,
+            "n_steps": event.n_steps,
             "turn": self._turns,
             "tool_calls_used": self._tool_calls,
             "budget_spent": self._forced,

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.messages import ChatMessage
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import all_scores
@@ -32,7 +33,7 @@ Version 2 adds ``format_version``, ``rollout``, ``agent``, ``source`` and ``wall
 NON_DETERMINISTIC_FIELDS = ("wall_time_s",)
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(ForecastDojoError, ValueError):
     """A step record that cannot be read (unknown version, missing or wrong fields)."""
 
 

@@ -13,7 +13,7 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -43,7 +43,6 @@ class ToolResult:
     notebook: Notebook | None = None
     rationale: str | None = None
     submitted: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:

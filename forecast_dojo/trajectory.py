@@ -213,9 +213,11 @@ def log_status(path: str | Path) -> LogStatus:
         status.keys.add(record.key)
         by_episode.setdefault((record.event_id, record.rollout), []).append(record)
     for episode, records in by_episode.items():
-        steps = sorted(r.step for r in records)
-        last = max(records, key=lambda r: r.step)
-        if steps == list(range(steps[0], last.n_steps)):
+        by_step = {r.step: r for r in records}
+        last = by_step[min(by_step)]
+        while last.step + 1 in by_step:  # the contiguous run from the first logged step
+            last = by_step[last.step + 1]
+        if last.step + 1 >= last.n_steps:
             status.complete.add(episode)
         else:
             status.partial[episode] = last

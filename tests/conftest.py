@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 from forecast_dojo.corpus import Corpus, HashingEmbedder, build_corpus
 from forecast_dojo.corpus.retrieval import ExactDenseRetriever
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.paths import default_data_root
 from forecast_dojo.schema import Document, Event, MarketPoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,8 @@ T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 def shared_data_root() -> Path:
-    return Path(os.environ.get("FORECAST_DOJO_DATA", REPO_ROOT.parent / "shared" / "data"))
+    """The real shared data folder (``$FORECAST_DOJO_DATA`` or ``../shared/data``)."""
+    return default_data_root()
 
 
 @pytest.fixture(scope="session")
@@ -168,12 +169,12 @@ def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
     """Factory for envs over the default synthetic world (hashing embedder, python disabled)."""
-    from forecast_dojo.spec import make_synthetic_env
+    from forecast_dojo.make import make as make_env
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
 
     def make(**kwargs) -> ForecastDojoEnv:
         kwargs.setdefault("python_runner", None)
-        return make_synthetic_env(embedder="hashing", **kwargs)
+        return make_env("Synthetic-v0", embedder="hashing", **kwargs)
 
     return make

@@ -27,7 +27,8 @@ def tool_contents(obs: dict) -> list[str]:
 def test_reset_shows_question_and_never_the_outcome(make_tiny_env):
     env = make_tiny_env()
     obs, info = env.reset("harbor")
-    assert obs["event_id"] == "harbor" and obs["step"] == 0 and obs["n_steps"] == 3
+    assert obs["event_id"] == "harbor" and obs["step"] == 0 and info["n_steps"] == 3
+    assert "n_steps" not in obs  # the episode length is researcher-facing only
     assert obs["forecast_date"] == "2030-01-11"
     assert [m["role"] for m in obs["messages"]] == ["system", "user"]
     prompt = obs["messages"][1]["content"]
@@ -78,8 +79,8 @@ def test_read_pages_with_offsets(make_tiny_env):
 
 
 def test_submit_scores_and_advances_then_terminates(make_tiny_env):
-    env = make_tiny_env()
-    obs, _ = env.reset("harbor")
+    env = gym.wrappers.RecordEpisodeStatistics(make_tiny_env())  # episode statistics are the wrapper's job
+    obs, _ = env.reset(options={"event_id": "harbor"})
     rewards = []
     for step in range(3):
         obs, reward, terminated, truncated, info = env.step(
@@ -94,7 +95,7 @@ def test_submit_scores_and_advances_then_terminates(make_tiny_env):
         if not terminated:
             assert obs["step"] == step + 1 and [m["role"] for m in obs["messages"]] == ["system", "user"]
     assert rewards == pytest.approx([-0.08] * 3)
-    assert info["episode"]["return"] == pytest.approx(-0.24)
+    assert info["episode"]["r"] == pytest.approx(-0.24) and info["episode"]["l"] == 3
     with pytest.raises(RuntimeError):
         env.step(call("submit_forecast", probabilities=[0.5, 0.5]))
 

@@ -292,7 +292,7 @@ class HonestEvidenceAgent(EvidenceAgent):
         exact = [w / sum(weights) for w in weights]
         probabilities = round_distribution(exact)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
-        if "Memory:" in self.messages[0]["content"]:
+        if self.memory == "notebook":
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
                 :40
             ]

@@ -61,15 +61,8 @@ def run_build(args: argparse.Namespace) -> int:
     """Run one build from parsed arguments; prints the report, returns the exit status."""
     from dataclasses import replace
 
-    from forecast_dojo.corpus.pipeline import (
-        BuildRecipe,
-        RecipeError,
-        build_from_source,
-        default_recipe,
-        print_report,
-    )
-    from forecast_dojo.corpus.store import CorpusError
-    from forecast_dojo.schema import SchemaError
+    from forecast_dojo.corpus.pipeline import BuildRecipe, build_from_source, default_recipe, print_report
+    from forecast_dojo.errors import ForecastDojoError
 
     try:
         recipe = (
@@ -100,7 +93,7 @@ def run_build(args: argparse.Namespace) -> int:
         built = build_indexes(
             result.corpus, dense=dense, bm25=not args.no_bm25, progress=not args.no_progress
         )
-    except (RecipeError, CorpusError, SchemaError, FileNotFoundError, ValueError) as err:
+    except (ForecastDojoError, FileNotFoundError, ValueError) as err:
         print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
         return 2
     print_report(result.report)

@@ -17,10 +17,11 @@ from typing import Any
 
 from forecast_dojo.corpus.cleaning import CleaningConfig, StageReport, clean_documents
 from forecast_dojo.corpus.importers import IMPORTERS, ImportReport, get_importer
+from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.paths import DATA_ENV, default_data_root  # noqa: F401  (re-exported for callers)
 from forecast_dojo.schema import Document
 
 REPORT_FILE = "build_report.json"
-DATA_ENV = "FORECAST_DOJO_DATA"
 _RECIPE_KEYS = {"name", "source", "description", "import", "cleaning", "embedding"}
 _EMBEDDING_KEYS = {"embedder", "batch_size"}
 _IMPORT_OPTIONS = {
@@ -30,7 +31,7 @@ _IMPORT_OPTIONS = {
 }
 
 
-class RecipeError(ValueError):
+class RecipeError(ForecastDojoError, ValueError):
     """A build recipe that names an unknown source, table or option."""
 
 
@@ -138,15 +139,6 @@ def default_recipe(source: str) -> BuildRecipe:
     return BuildRecipe(source=source, name="web-news", import_options={"min_year": 2010, "max_year": 2030})
 
 
-def default_data_root() -> Path:
-    """Where the shared real data lives: ``$FORECAST_DOJO_DATA`` or ``../shared/data`` beside the repo."""
-    import os
-
-    env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
 
 @dataclass
 class BuildResult:
@@ -183,7 +175,7 @@ def make_report(
     seconds: dict[str, float],
 ) -> dict[str, Any]:
     """The build report: inputs, recipe, import exclusions, per-stage counts, the result and timings."""
-    from forecast_dojo import __version__
+    from forecast_dojo._version import __version__
 
     return {
         "forecast_dojo_version": __version__,

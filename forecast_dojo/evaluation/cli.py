@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts.",
     )
     run.add_argument(
-        "--spec", type=Path, help="an environment spec (envs/<name>.toml); default: the synthetic world"
+        "--spec", help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world"
     )
     run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
     run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
@@ -188,12 +188,13 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
     from forecast_dojo.prompts import Budgets
-    from forecast_dojo.spec import EnvSpec, make_env
+    from forecast_dojo.make import make as make_env
+    from forecast_dojo.make import resolve_spec
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:
         raise SystemExit(f"unknown mode(s) {bad}; known: {list(MODES)}")
-    spec = EnvSpec.from_toml(args.spec) if args.spec else EnvSpec(name="Synthetic-v0", world="synthetic")
+    spec = resolve_spec(args.spec or "Synthetic-v0")
     synthetic = spec.world == "synthetic"
     overrides: dict[str, Any] = {"seed": args.seed}
     if args.embedder:

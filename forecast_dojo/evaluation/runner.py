@@ -7,6 +7,7 @@ flattens a record into the row that ``metrics`` and ``plots`` read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import uniform
+from forecast_dojo.trajectory import LogStatus, log_status
 
 MAX_TURNS_PER_EPISODE = 10_000
 REFERENCE_MEMORY = "-"
@@ -65,10 +67,34 @@ def _tool_call_kinds(record: StepRecord) -> dict[str, int]:
 
 
 def episode_records(
-    env: ForecastDojoEnv, agent: Agent, event_id: str, *, seed: int | None = None
+    env: ForecastDojoEnv,
+    agent: Agent,
+    event_id: str,
+    *,
+    seed: int | None = None,
+    after: StepRecord | None = None,
 ) -> list[StepRecord]:
-    """Play one whole event; returns the env's record of every forecast step (``info["record"]``)."""
-    observation, _ = env.reset(event_id, seed=seed)
+    """Play one event; returns the env's record of every forecast step played (``info["record"]``).
+
+    Args:
+        env: The environment.
+        agent: The agent (fresh for the event).
+        event_id: The event to play.
+        seed: The reset seed.
+        after: The last logged record of a half-logged episode: play on from the next step, with the
+            notebook that record submitted (resuming a killed run).
+
+    Returns:
+        The records of the steps played, in order.
+    """
+    options: dict[str, Any] = {}
+    if after is not None:
+        options = {"step": after.step + 1, "rollout": after.rollout}
+        if env.memory == "notebook" and after.notebook_out is not None:
+            options["notebook"] = json.loads(after.notebook_out)
+        elif env.memory == "notebook":
+            options = {"rollout": after.rollout}  # the carried state is unknown: replay the episode
+    observation, _ = env.reset(event_id, seed=seed, options=options or None)
     records = []
     for _ in range(MAX_TURNS_PER_EPISODE):
         observation, _, terminated, truncated, info = env.step(agent.act(observation))
@@ -80,10 +106,15 @@ def episode_records(
 
 
 def run_episode(
-    env: ForecastDojoEnv, agent: Agent, event_id: str, *, seed: int | None = None
+    env: ForecastDojoEnv,
+    agent: Agent,
+    event_id: str,
+    *,
+    seed: int | None = None,
+    after: StepRecord | None = None,
 ) -> list[dict[str, Any]]:
-    """Play one whole event; returns a row (:func:`record_row`) per forecast step."""
-    return [record_row(r, agent.name) for r in episode_records(env, agent, event_id, seed=seed)]
+    """Play one event; returns a row (:func:`record_row`) per forecast step (see :func:`episode_records`)."""
+    return [record_row(r, agent.name) for r in episode_records(env, agent, event_id, seed=seed, after=after)]
 
 
 def run_episodes(
@@ -93,13 +124,32 @@ def run_episodes(
     *,
     seed: int = 0,
     progress: bool = True,
+    resume: bool = False,
 ) -> list[dict[str, Any]]:
-    """Play each event with a fresh agent (so nothing leaks between events through agent state)."""
+    """Play each event with a fresh agent (so nothing leaks between events through agent state).
+
+    Args:
+        env: The environment.
+        agent_factory: Makes a fresh agent per event.
+        event_ids: The events, played in this order (event ``i`` is reset with seed ``seed + i``).
+        seed: The base seed.
+        progress: Show a progress bar.
+        resume: Continue the env's trajectory log (``log_dir``): skip events it holds completely,
+            play half-logged ones on from their first missing step. With a deterministic agent the
+            log then equals that of an uninterrupted run (apart from ``wall_time_s``).
+
+    Returns:
+        The rows of the steps played in this call.
+    """
     event_ids = list(event_ids)
+    status = log_status(env.log_dir) if resume and env.log_dir is not None else LogStatus()
     rows: list[dict[str, Any]] = []
     label = f"{agent_factory().name} / memory={env.memory}"
     for index, event_id in enumerate(tqdm(event_ids, desc=label, unit="event", disable=not progress)):
-        rows.extend(run_episode(env, agent_factory(), event_id, seed=seed + index))
+        if (event_id, 0) in status.complete:
+            continue
+        after = status.partial.get((event_id, 0))
+        rows.extend(run_episode(env, agent_factory(), event_id, seed=seed + index, after=after))
     return rows
 
 

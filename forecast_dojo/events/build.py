@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.events.leakage import LeakageConfig, LeakageFlag, apply_exclusions, screen_event
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
@@ -25,7 +26,7 @@ from forecast_dojo.schema import Event, save_events
 OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "report.json", "report.md")
 
 
-class BuildConfigError(ValueError):
+class BuildConfigError(ForecastDojoError, ValueError):
     """A configuration file or value that does not match the documented options."""
 
 

@@ -6,16 +6,9 @@ Heavy work (reading sources, loading the corpus) happens only when the command r
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-DATA_ENV = "FORECAST_DOJO_DATA"
-
-
-def default_data_root() -> Path:
-    """``$FORECAST_DOJO_DATA`` or ``../shared/data`` beside the repository."""
-    env = os.environ.get(DATA_ENV)
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from forecast_dojo.paths import DATA_ENV, default_data_root
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

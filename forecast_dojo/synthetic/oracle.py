@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo import scoring
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.synthetic.world import SyntheticWorld, posterior_from_evidence, posteriors_at
 from forecast_dojo.timeutil import iso, to_micros
 
 
-class OracleError(ValueError):
+class OracleError(ForecastDojoError, ValueError):
     """An oracle file or request that cannot be honoured (bad rows, unknown events, naive cutoffs)."""
 
 

@@ -57,6 +57,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.schema import Document, Event, MarketPoint
 from forecast_dojo.timeutil import UTC, end_of_day, to_micros
 
@@ -72,7 +73,7 @@ MARKET_NOISE_PERSISTENCE = 0.8
 DOCUMENT_ID_PREFIX = "syn"
 
 
-class WorldConfigError(ValueError):
+class WorldConfigError(ForecastDojoError, ValueError):
     """Generator parameters that cannot produce a valid world."""
 
 
