@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts.",
     )
     run.add_argument(
-        "--spec", help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world"
+        "--spec",
+        help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world",
     )
     run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
     run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
@@ -57,6 +58,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="training events (base rate, honest agent's cue weights); "
         "default: the spec's train.jsonl next to its events, or the synthetic train half",
+    )
+    run.add_argument(
+        "--step", type=int, help="evaluate only this forecast step of each selected event (no study)"
+    )
+    run.add_argument(
+        "--notebook", type=Path, help="with --step: the notebook (JSON file) to start the step from"
     )
     run.add_argument("--out", type=Path, default=Path("runs/latest"), help="the study folder")
     run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
@@ -187,9 +194,9 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
-    from forecast_dojo.prompts import Budgets
     from forecast_dojo.make import make as make_env
     from forecast_dojo.make import resolve_spec
+    from forecast_dojo.prompts import Budgets
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:
@@ -259,6 +266,8 @@ def run_command(args: argparse.Namespace) -> int:
             ensure_synthetic_world(args.seed, embedder=args.embedder or "minilm").oracle_path
         )
     factories = _agent_factories(args, honest_model)
+    if args.step is not None:
+        return _single_steps(args, factories, events, env_for)
     try:
         result = run_study(
             args.out,
@@ -287,6 +296,43 @@ def run_command(args: argparse.Namespace) -> int:
     for line in report["comparison_lines"]:
         print(line)
     print(f"\nLogs, report.md, report.json and figures in {args.out}/")
+    return 0
+
+
+def _single_steps(
+    args: argparse.Namespace, factories: dict[str, Any], events: list[Any], env_for: Any
+) -> int:
+    """Play one step of each selected event from a given notebook, for each agent and mode; print the records."""
+    from forecast_dojo.evaluation.metrics import brier_loss
+    from forecast_dojo.evaluation.study import evaluate_step
+
+    notebook = args.notebook.read_text() if args.notebook else None
+    for name, factory in factories.items():
+        for mode in args.modes:
+            if mode not in ("none", "notebook", "no-tools"):
+                raise SystemExit("--step works with the modes none, notebook and no-tools")
+            env = env_for(mode, {"agent": name, "mode": mode, "single_step": True})
+            for event in events:
+                if not 0 <= args.step < event.n_steps:
+                    print(f"{event.id}: no step {args.step} (it has {event.n_steps})")
+                    continue
+                record = evaluate_step(
+                    env, factory(env), event.id, args.step, notebook=notebook if mode == "notebook" else None
+                )
+                print(
+                    json.dumps(
+                        {
+                            "agent": name,
+                            "mode": mode,
+                            "event_id": event.id,
+                            "step": record.step,
+                            "forecast": record.forecast,
+                            "brier": brier_loss(record.forecast, record.outcome_index),
+                            "flags": record.flags,
+                            "notebook_out": record.notebook_out,
+                        }
+                    )
+                )
     return 0
 
 

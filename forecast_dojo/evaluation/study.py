@@ -224,6 +224,34 @@ def play(
     raise RuntimeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
+def evaluate_step(
+    env: ForecastDojoEnv,
+    agent: Agent,
+    event_id: str,
+    step: int,
+    *,
+    notebook: str | dict[str, Any] | None = None,
+    seed: int = 0,
+) -> StepRecord:
+    """Play a single forecast step of an event, starting from a given notebook (memory-on envs).
+
+    Args:
+        env: the env (``memory="notebook"`` to carry ``notebook``).
+        agent: a fresh agent.
+        event_id: the event.
+        step: the forecast step to replay.
+        notebook: the notebook to start from (dict or JSON), or None.
+        seed: the episode seed.
+
+    Returns:
+        The step's record.
+    """
+    records: list[StepRecord] = []
+    text = json.dumps(notebook) if isinstance(notebook, dict) else notebook
+    play(env, agent, Job(event_id, 0, step, text, True, seed), records.append)
+    return records[0]
+
+
 def run_study(
     out: str | Path,
     agents: Mapping[str, AgentFactory],

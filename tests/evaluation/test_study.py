@@ -158,3 +158,17 @@ def test_shuffled_control_maps_labels_by_position(make_synthetic_env):
     assert [e["claim"] for e in parsed["evidence"]] == [
         "c"
     ]  # evidence dated after the forecast date is dropped
+
+
+def test_evaluate_step_replays_one_step_from_a_given_notebook(make_synthetic_env):
+    from forecast_dojo.evaluation.study import evaluate_step
+
+    env = make_synthetic_env(memory="notebook")
+    event = sorted(env.events, key=lambda e: e.id)[0]
+    notebook = {
+        "assessment": dict(zip(event.outcomes, [1 / len(event.outcomes)] * len(event.outcomes), strict=True)),
+        "evidence": [],
+        "open_questions": [],
+    }
+    record = evaluate_step(env, EvidenceAgent(), event.id, 2, notebook=notebook)
+    assert record.step == 2 and json.loads(record.notebook_in)["evidence"] == []
