@@ -51,12 +51,12 @@ def world_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from forecast_dojo.agents import AGENTS
+    from forecast_dojo.agents import AGENTS, agent_factory
     from forecast_dojo.evaluation.metrics import format_table, paired_difference, summarize
     from forecast_dojo.evaluation.runner import baseline_rows, run_episodes
     from forecast_dojo.spec import EnvSpec, make_env
 
-    unknown = [a for a in args.agents if a not in AGENTS]
+    unknown = [a for a in args.agents if a not in AGENTS and not a.startswith("hf:")]
     if unknown:
         raise SystemExit(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
     spec = EnvSpec.from_toml(args.spec) if args.spec else EnvSpec(name="Synthetic-v0", world="synthetic")
@@ -73,7 +73,7 @@ def run_command(args: argparse.Namespace) -> int:
     events = None
     for memory in args.memory:
         for agent_name in args.agents:
-            log_dir = args.out / f"{agent_name}-{memory}"
+            log_dir = args.out / f"{agent_name.replace('/', '_').replace(':', '-')}-{memory}"
             if (log_dir / "steps.jsonl").exists():
                 raise SystemExit(f"{log_dir} already holds a log; choose another --out")
             env = make_env(
@@ -84,7 +84,7 @@ def run_command(args: argparse.Namespace) -> int:
                 **overrides,
             )
             events = sorted(env.events, key=lambda e: e.id)[: args.max_events]
-            rows += run_episodes(env, AGENTS[agent_name], [e.id for e in events], seed=args.seed)
+            rows += run_episodes(env, agent_factory(agent_name), [e.id for e in events], seed=args.seed)
             env.close()
     assert events is not None
     oracle = None

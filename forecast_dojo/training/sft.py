@@ -107,7 +107,7 @@ def sft_config(args: SFTArguments) -> Any:
         per_device_train_batch_size=args.per_device_train_batch_size,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         learning_rate=args.learning_rate,
-        warmup_ratio=args.warmup_ratio,
+        warmup_steps=args.warmup_ratio,
         max_length=args.max_length,
         assistant_only_loss=True,
         bf16=args.bf16,
