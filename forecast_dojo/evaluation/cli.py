@@ -165,17 +165,10 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            loaded: dict[str, Any] = {}
-
-            def hf_agent(env: Any, path: str = path, loaded: dict[str, Any] = loaded) -> Any:
-                if not loaded:
-                    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-                    loaded["model"] = AutoModelForCausalLM.from_pretrained(path).eval()
-                    loaded["tokenizer"] = AutoTokenizer.from_pretrained(path)
-                return TransformersAgent(loaded["model"], loaded["tokenizer"], name=f"hf-{Path(path).name}")
-
-            factories[f"hf-{Path(path).name}"] = hf_agent
+            label = f"hf-{Path(path).name}"
+            factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
+                path, name=label
+            )
         elif name == "honest":
             from forecast_dojo.agents.honest import HonestEvidenceAgent
 
