@@ -901,3 +901,23 @@ def test_fails_closed_without_libfaketime(
     result = run_python(f"open({str(marker)!r}, 'w').write('ran')\n")
     assert not result.ok and result.error == f"python sandbox unavailable: {reason}"
     assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_changing_faketime_in_the_environment_does_not_reveal_the_date() -> None:
+    """libfaketime re-reads FAKETIME when its cache expires (10 s by default); the sandbox pins it."""
+    result = run_python(
+        """
+import os, time
+os.environ["FAKETIME"] = "+0"
+os.environ["FAKETIME_NO_CACHE"] = "1"
+os.environ["FAKETIME_CACHE_DURATION"] = "1"
+print(time.strftime("%Y-%m-%d"))
+time.sleep(11)
+print(time.strftime("%Y-%m-%d"))
+""",
+        SandboxLimits(timeout_s=20.0),
+        now=CUTOFF,
+    )
+    assert result.ok, result
+    assert result.stdout == "2024-03-05\n2024-03-05\n"
