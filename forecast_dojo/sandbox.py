@@ -689,7 +689,7 @@ def _cgroup_dir(
             continue
         if rel == root or rel.startswith(root.rstrip("/") + "/") or root == "/":
             suffix = rel[len(root) :] if root != "/" else rel
-            candidate = os.path.join(point, suffix.lstrip("/"))
+            candidate = os.path.normpath(os.path.join(point, suffix.lstrip("/")))
             if os.path.isdir(candidate):
                 return candidate
     return None
