@@ -354,9 +354,9 @@ class ForecastDojoEnv(gym.Env):
             flags.append("no_notebook")
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
-        self._episode_return += reward
         record = self._step_record(forecast, flags, scores, reward, submission)
         self._write(record)
+        self._episode_return += reward  # after the write: a failed write must not count the step
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.untrusted import UntrustedInputError, loads
+
 STEPS_FILE = "steps.jsonl"
 RUN_FILE = "run.json"
 LOG_FORMAT_VERSION = 1
@@ -28,9 +30,9 @@ def run_id_for(metadata: dict[str, Any]) -> str:
 def decoded_arguments(arguments: Any) -> Any:
     """Tool-call arguments as chat templates expect them: a dict when they are a JSON object, else as sent."""
     if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except json.JSONDecodeError:
+        try:  # as the env read them: clean strings, bounded nesting and numbers, strict JSON
+            value = loads(arguments, max_chars=max(len(arguments), 1))
+        except UntrustedInputError:
             return arguments
         return value if isinstance(value, dict) else arguments
     return arguments
