@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
 
@@ -27,7 +28,7 @@ MAX_DOC_IDS_PER_CLAIM = 10
 MAX_NOTEBOOK_INPUT_CHARS = 4 * MAX_NOTEBOOK_CHARS  # room for whitespace before the JSON-size cap applies
 
 
-class NotebookError(ValueError):
+class NotebookError(ForecastDojoError, ValueError):
     """A notebook that does not follow the schema; the message tells the agent what to fix."""
 
 

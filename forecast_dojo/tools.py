@@ -14,8 +14,8 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
 from forecast_dojo.gateway import CutoffView, LeakageError
@@ -52,7 +52,6 @@ class ToolResult:
     notebook: Notebook | None = None
     rationale: str | None = None
     submitted: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -82,13 +81,16 @@ class ForecastTools:
         forecast_date: date,
         *,
         memory: str = "none",
-        python_runner: Callable[[str], tuple[str, str | None]] | None = None,
+        python_runner: Callable[[str, datetime], tuple[str, str | None]] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.view = view
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
         self.python_runner = python_runner
+        # What the python sandbox's clock reads: the step's cutoff (midnight UTC of the date if not given).
+        self.now = now or datetime(forecast_date.year, forecast_date.month, forecast_date.day, tzinfo=UTC)
         self.surfaced: set[str] = set()
 
     # ------------------------------------------------------------------ the tools
@@ -177,7 +179,7 @@ class ForecastTools:
             return ToolResult("", error=f"code is {len(code)} characters long; the cap is {MAX_CODE_CHARS}")
         if self.python_runner is None:
             return ToolResult("", error="the python tool is disabled in this environment")
-        output, error = self.python_runner(code)
+        output, error = self.python_runner(code, self.now)
         return ToolResult(output, error=error)
 
     def submit_forecast(
