@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import numpy as np
@@ -90,12 +90,16 @@ class CleaningConfigError(ForecastDojoError, ValueError):
     """A cleaning recipe with an unknown stage or option, or a value of the wrong kind."""
 
 
+NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
+"""The Unicode normal forms :func:`unicodedata.normalize` accepts."""
+
+
 @dataclass(frozen=True)
 class NormalizeConfig:
     """Unicode normal form of text and title; whitespace and invisible characters are always cleaned."""
 
     enabled: bool = True
-    form: str = "NFC"
+    form: NormalForm = "NFC"
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ class StageReport:
 # ---------------------------------------------------------------- per-document stages
 
 
-def normalize_text(text: str, form: str = "NFC") -> str:
+def normalize_text(text: str, form: NormalForm = "NFC") -> str:
     """Unicode normal form, no invisible or control characters, single spaces, at most one blank line."""
     text = unicodedata.normalize(form, text).replace("\r\n", "\n").replace("\r", "\n")
     text = _CONTROL.sub("", _INVISIBLE.sub("", text)).replace("\t", " ")
@@ -395,8 +399,11 @@ def availability_order(documents: Sequence[Document]) -> list[Document]:
 
 
 def canonical_url(url: str | None) -> str | None:
-    """A URL reduced to what identifies the page: host without www/m, path without trailing slash,
-    query without tracking parameters (sorted), no scheme, port or fragment."""
+    """A URL reduced to what identifies the page.
+
+    Host without www/m, path without trailing slash, query without tracking parameters (sorted), no
+    scheme, port or fragment.
+    """
     if not url or not url.strip():
         return None
     parts = urlsplit(url.strip())
@@ -482,8 +489,11 @@ def minhash_signatures(texts: Sequence[str], config: MinHashConfig) -> np.ndarra
 
 
 def duplicate_minhash(signatures: np.ndarray, config: MinHashConfig) -> list[bool]:
-    """LSH banding over signatures in availability order: any shared band bucket joins two documents
-    into one duplicate group (union-find); all but the earliest member of each group are flagged."""
+    """Flag near-duplicates by LSH banding over signatures in availability order.
+
+    Any shared band bucket joins two documents into one duplicate group (union-find); all but the
+    earliest member of each group are flagged.
+    """
     if config.bands * config.rows != config.num_perm:
         raise CleaningConfigError(
             f"dedup_minhash: bands x rows ({config.bands} x {config.rows}) must equal num_perm ({config.num_perm})"
@@ -577,7 +587,7 @@ class Verdict:
 
 
 def clean_document(
-    document: Document, config: CleaningConfig, *, seconds: Counter[str] | None = None
+    document: Document, config: CleaningConfig, *, seconds: dict[str, float] | None = None
 ) -> Verdict:
     """Run every enabled per-document stage on one document, stopping at the first that removes it.
 
@@ -590,7 +600,7 @@ def clean_document(
         started = _time.perf_counter() if seconds is not None else 0.0
         result, reason = apply_document_stage(stage, current, config)
         if seconds is not None:
-            seconds[stage] += _time.perf_counter() - started
+            seconds[stage] = seconds.get(stage, 0.0) + _time.perf_counter() - started
         if result is None:
             return Verdict(current, stage, reason or stage, current is not document)
         current = result
@@ -601,7 +611,7 @@ def count_document_stages(
     verdicts: Iterable[tuple[str, str, bool]],
     n_documents: int,
     config: CleaningConfig,
-    seconds: Counter[str] | None = None,
+    seconds: dict[str, float] | None = None,
 ) -> list[StageReport]:
     """One report per per-document stage from ``(removed_by, reason, modified)`` of every document.
 
@@ -701,7 +711,7 @@ def clean_documents(
     from tqdm.auto import tqdm
 
     config = config or CleaningConfig()
-    seconds: Counter[str] = Counter()
+    seconds: dict[str, float] = {}
     verdicts = [
         clean_document(document, config, seconds=seconds)
         for document in tqdm(documents, desc="cleaning", unit="doc", disable=not progress, leave=False)

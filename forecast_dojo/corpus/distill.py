@@ -64,8 +64,10 @@ def distill_static_minilm(
     batch_size: int = 512,
     progress: bool = True,
 ) -> Path:
-    """Write ``embeddings.npy`` (token rows), ``token_rows.npy`` (token id -> row, -1 if dropped) and
-    ``meta.json`` to ``out_dir`` (atomically, via a temporary sibling directory); returns ``out_dir``.
+    """Write the distilled token table to ``out_dir`` atomically and return ``out_dir``.
+
+    The files are ``embeddings.npy`` (token rows), ``token_rows.npy`` (token id -> row, -1 if dropped)
+    and ``meta.json``, written via a temporary sibling directory.
 
     ``max_tokens`` keeps only the first token ids (tests use it to stay fast); the real table uses all.
     It says on standard error what it is doing (the full table takes about 90 s on two cores, once);

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -255,7 +254,7 @@ class BuildPlan:
             **self.recipe.import_options,
         )
 
-    def clean(self, document: Document, seconds: Counter[str] | None = None) -> Verdict:
+    def clean(self, document: Document, seconds: dict[str, float] | None = None) -> Verdict:
         """Step 2 for one document: every per-document cleaning stage."""
         return clean_document(document, self.cleaning, seconds=seconds)
 
@@ -313,8 +312,11 @@ class BuildPlan:
         progress: bool,
         overwrite: bool,
     ) -> BuildResult:
-        """Steps 4-5: embed (unless ``embedder`` hands back vectors computed already) and seal the corpus
-        directory with the report in its manifest, then write ``build_report.json`` beside it."""
+        """Steps 4-5: embed the survivors and seal the corpus directory.
+
+        ``embedder`` may hand back vectors computed already. The report goes into the manifest and
+        into ``build_report.json`` beside the corpus directory.
+        """
         from forecast_dojo.corpus.store import CorpusError, build_corpus
 
         report = self.report(documents, embedder.name, log)

@@ -1,5 +1,7 @@
-"""The events pipeline behind ``forecast-dojo events build``: import -> select -> schedule -> screen
--> split -> write ``train.jsonl``, ``eval.jsonl``, ``all.jsonl``, ``report.json`` and ``report.md``.
+"""The events pipeline behind ``forecast-dojo events build``.
+
+import -> select -> schedule -> screen -> split -> write ``train.jsonl``, ``eval.jsonl``,
+``all.jsonl``, ``report.json`` and ``report.md``.
 
 Every event that enters and does not come out is accounted for in the report, by stage and reason.
 """
@@ -72,7 +74,7 @@ class BuildConfig:
 
 def override(section: Any, values: dict[str, Any], where: str) -> Any:
     """A copy of a config dataclass with ``values`` applied; unknown keys and wrong types are errors."""
-    if not is_dataclass(section):
+    if not is_dataclass(section) or isinstance(section, type):
         raise TypeError(f"{where}: not a config section")
     known = {f.name: f for f in fields(section)}
     changes = {}
@@ -268,8 +270,10 @@ STAGE_OPTIONS = {
 
 
 def attrition_warnings(imported: int, kept: int, decisions: Sequence[dict[str, Any]]) -> list[str]:
-    """A warning when the build keeps under :data:`MIN_KEPT_FRACTION` of what it imported, naming the
-    rule that removed the most, its top reasons (numbers folded to ``N``) and the option to change.
+    """A warning when the build keeps under :data:`MIN_KEPT_FRACTION` of what it imported.
+
+    The warning names the rule that removed the most, its top reasons (numbers folded to ``N``) and
+    the option to change.
     """
     import re
 
@@ -295,8 +299,10 @@ def _decisions(
     flags: Sequence[LeakageFlag],
     split: Any,
 ) -> list[dict[str, Any]]:
-    """One record per imported event: where it ended (train, eval, neither, dropped), the stage and rule
-    that decided it, and the numbers behind the decision.
+    """One record per imported event saying where it ended and why.
+
+    Each record has the destination (train, eval, neither, dropped), the stage and rule that decided
+    it, and the numbers behind the decision.
     """
     no_dates_set = set(no_dates)
     neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}

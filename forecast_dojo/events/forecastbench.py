@@ -167,7 +167,7 @@ def _optional_instant(value: object, *, date_means: str = "start") -> datetime |
         return None
 
 
-def _row_key(record: dict[str, Any]) -> str:
+def _row_key(record: object) -> str:
     return json.dumps(record, sort_keys=True, default=str)
 
 
@@ -212,53 +212,53 @@ def load_forecastbench(
         sorted(r_dir.glob("*.json")), desc="forecastbench resolution sets", disable=not progress
     ):
         due, rows = _read_json(path, "resolutions")
-        for row in rows:
-            key = f"{due}|{_row_key(row)}"
+        for raw in rows:
+            key = f"{due}|{_row_key(raw)}"
             if key in seen_rows:
                 result.note("duplicate_resolution_rows")
                 continue
             seen_rows.add(key)
-            resolution_rows.append(_ResolutionRow(due, path.name, row))
+            resolution_rows.append(_ResolutionRow(due, path.name, raw))
     question_rows.sort(key=lambda r: (r.due, r.set_name, r.index))
 
     market_questions: dict[str, list[_QuestionRow]] = defaultdict(list)
     data_questions: dict[tuple[date, str], _QuestionRow] = {}
     combination_ids: set[str] = set()
-    for row in question_rows:
-        record, source = row.record, str(row.record["source"])
+    for qrow in question_rows:
+        record, source = qrow.record, str(qrow.record["source"])
         if _is_combination(record):
             combination_ids.add(f"q|{_row_key(record.get('id'))}")
             continue
         qid = str(record["id"])
         if source in MARKET_SOURCES:
             # Keyed by source too: one id can name different questions on two platforms (1385).
-            market_questions[f"{source}\t{qid}"].append(row)
+            market_questions[f"{source}\t{qid}"].append(qrow)
         elif source in DATA_SOURCES:
-            if (row.due, qid) in data_questions:
+            if (qrow.due, qid) in data_questions:
                 result.note("duplicate_question_rows")
-            data_questions[(row.due, qid)] = row
+            data_questions[(qrow.due, qid)] = qrow
         else:
             result.skip("unknown_source", f"{source}:{qid}")
-    for qid, rows in market_questions.items():
+    for qid, qrows in market_questions.items():
         unique: dict[str, _QuestionRow] = {}
-        for row in rows:
-            unique.setdefault(f"{row.due}|{_row_key(row.record)}", row)
-        if len(unique) < len(rows):
-            result.note("duplicate_question_rows", len(rows) - len(unique))
+        for qrow in qrows:
+            unique.setdefault(f"{qrow.due}|{_row_key(qrow.record)}", qrow)
+        if len(unique) < len(qrows):
+            result.note("duplicate_question_rows", len(qrows) - len(unique))
             market_questions[qid] = list(unique.values())
 
     market_resolutions: dict[str, list[_ResolutionRow]] = defaultdict(list)
     data_resolutions: dict[tuple[date, str, str], list[_ResolutionRow]] = defaultdict(list)
-    for row in resolution_rows:
-        record = row.record
+    for rrow in resolution_rows:
+        record = rrow.record
         if _is_combination(record):
             combination_ids.add(f"r|{_row_key(record.get('id'))}|{record.get('source')}")
             continue
         qid, source = str(record["id"]), str(record["source"])
         if source in MARKET_SOURCES:
-            market_resolutions[f"{source}\t{qid}"].append(row)
+            market_resolutions[f"{source}\t{qid}"].append(rrow)
         elif source in DATA_SOURCES:
-            data_resolutions[(row.due, qid, str(record.get("resolution_date")))].append(row)
+            data_resolutions[(rrow.due, qid, str(record.get("resolution_date")))].append(rrow)
     for _ in combination_ids:
         result.skip("combination")
 
@@ -338,12 +338,12 @@ def _market_event(
             row.record.get("freeze_datetime_value"),
             row.due,
         )
-    for row in resolutions:
-        if row.record.get("resolved") is False:
+    for rrow in resolutions:
+        if rrow.record.get("resolved") is False:
             add_point(
-                _optional_instant(row.record.get("resolution_date"), date_means="end"),
-                row.record.get("resolved_to"),
-                row.due,
+                _optional_instant(rrow.record.get("resolution_date"), date_means="end"),
+                rrow.record.get("resolved_to"),
+                rrow.due,
             )
     series = sorted((at, value) for at, (_, value) in points.items() if at <= close_at)
     if len(series) < len(points):

@@ -335,8 +335,10 @@ def _within(tokens: list[tuple[str, int, int]], lo: int, hi: int, wanted: frozen
 
 
 def resolving_statements(question: str, outcomes: Sequence[str], outcome: str, text: str) -> tuple[str, ...]:
-    """The statements in ``text`` that would settle ``question`` (see the module docstring), as
-    ``"<kind>: <phrase>"`` strings; empty when it states nothing of the kind.
+    """The statements in ``text`` that would settle ``question`` (see the module docstring).
+
+    They come as ``"<kind>: <phrase>"`` strings; the list is empty when the text states nothing of
+    the kind.
 
     Pure text logic, no corpus: the leakage screen applies it to documents that already match the
     question, and the labelled-sample test applies it to the sample's documents. A realized verb that
@@ -459,8 +461,10 @@ def screen_event(event: Event, index: RelevanceIndex, config: LeakageConfig) -> 
 
 
 def apply_exclusions(event: Event, flags: Sequence[LeakageFlag]) -> Event:
-    """The event with ``extra["excluded_doc_ids"]`` (step index as a string -> flagged doc ids visible
-    at that step) and ``extra["leakage_flags"]``; unchanged apart from empty entries when nothing is flagged.
+    """The event with ``extra["excluded_doc_ids"]`` and ``extra["leakage_flags"]`` filled in.
+
+    ``excluded_doc_ids`` maps the step index (as a string) to the flagged doc ids visible at that
+    step. The event is unchanged apart from empty entries when nothing is flagged.
     """
     excluded: dict[str, list[str]] = {}
     for step in range(event.n_steps):

@@ -46,8 +46,10 @@ class PolymarketError(SchemaError):
 
 
 def undated_text(value: object) -> str:
-    """A description as it may be shown at any cutoff: an export holds the text as downloaded, after
-    the close, so every appended note ("Update: ...", dated or not) is removed, as are source leftovers.
+    """A description as it may be shown at any cutoff.
+
+    An export holds the text as downloaded, after the close, so every appended note ("Update: ...",
+    dated or not) is removed, as are source leftovers.
     """
     return strip_notes(clean_text(str(value or "").strip()), None)[0]
 
@@ -72,10 +74,11 @@ def decode_list(value: object, *, where: str) -> list[Any] | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
+        text = value
         try:
-            value = json.loads(value)
+            value = json.loads(text)
         except json.JSONDecodeError as err:
-            raise PolymarketError(f"{where}: not a JSON list: {value[:80]!r}") from err
+            raise PolymarketError(f"{where}: not a JSON list: {text[:80]!r}") from err
     if not isinstance(value, list):
         raise PolymarketError(f"{where}: expected a list, got {type(value).__name__}")
     return value or None
@@ -234,8 +237,10 @@ def load_polymarket(root: str | Path, *, progress: bool = True) -> ImportResult:
 def _dates(
     objects: list[dict[str, Any]], fallback: dict[str, Any]
 ) -> tuple[datetime, datetime, datetime] | None:
-    starts = [_instant(o.get("startDate") or o.get("createdAt")) for o in objects]
-    starts = [s for s in starts if s is not None] or [s for s in [_instant(fallback.get("startDate"))] if s]
+    starts = [
+        s for s in (_instant(o.get("startDate") or o.get("createdAt")) for o in objects) if s is not None
+    ]
+    starts = starts or [s for s in [_instant(fallback.get("startDate"))] if s]
     ends = [e for e in (_instant(o.get("endDate")) for o in objects) if e is not None]
     ends = ends or [e for e in [_instant(fallback.get("endDate"))] if e]
     closed = [c for c in (_instant(o.get("closedTime")) for o in objects) if c is not None]

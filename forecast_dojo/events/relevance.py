@@ -1,5 +1,6 @@
-"""Question-to-document relevance over a time window of a corpus, shared by the evidence filter and
-the leakage screen.
+"""Question-to-document relevance over a time window of a corpus.
+
+The evidence filter and the leakage screen share it.
 
 A document matches a question when it shares enough of the question's *salient terms* (content
 words minus question-frame words such as "will", "by", "end", month names and years), optionally
@@ -72,8 +73,10 @@ def salient_terms(question: str) -> frozenset[str]:
 
 
 def name_terms(question: str) -> frozenset[str]:
-    """Salient terms written with a capital letter somewhere other than the question's first word:
-    the names (people, places, organisations, titles) that make a match specific to this question.
+    """Salient terms written with a capital letter somewhere other than the question's first word.
+
+    These are the names (people, places, organisations, titles) that make a match specific to this
+    question.
     """
     words = _TOKEN.findall(question)
     salient = salient_terms(question)
@@ -145,9 +148,11 @@ class RelevanceIndex:
         require_name: bool = True,
         top_k: int | None = None,
     ) -> list[Match]:
-        """Rows in ``[lo, hi)`` sharing at least ``max(min_shared, ceil(min_coverage * n))`` of the
+        """Rows in ``[lo, hi)`` that match the question, best first.
+
+        A row matches when it shares at least ``max(min_shared, ceil(min_coverage * n))`` of the
         question's ``n`` salient terms (all of them when ``n`` is smaller) and, with ``require_name``,
-        at least one of its names when it has any; best first: by coverage, then similarity, then row.
+        at least one of its names when it has any. Order: by coverage, then similarity, then row.
         """
         wanted = salient_terms(question)
         names = name_terms(question) if require_name else frozenset()

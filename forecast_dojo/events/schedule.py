@@ -62,8 +62,9 @@ class ScheduleConfig:
 
 
 def stated_deadline(event: Event) -> datetime:
-    """The deadline the question states (``extra["deadline_at"]``), never before the close; the close
-    when the importer recorded none.
+    """The deadline the question states (``extra["deadline_at"]``), never before the close.
+
+    It is the close itself when the importer recorded none.
     """
     from forecast_dojo.timeutil import InstantError, parse_instant
 
@@ -87,8 +88,10 @@ def last_forecast_day(event: Event, config: ScheduleConfig) -> date:
 
 
 def candidate_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> list[date]:
-    """Forecast dates the bins are laid over, in order: up to the stated deadline (``horizon =
-    "deadline"``) or the close; :func:`choose_days` keeps only those up to :func:`last_forecast_day`.
+    """Forecast dates the bins are laid over, in order.
+
+    They run up to the stated deadline (``horizon = "deadline"``) or the close; :func:`choose_days`
+    keeps only those up to :func:`last_forecast_day`.
     """
     first = event.open_at.date()
     if midnight(first) < event.open_at:
@@ -168,19 +171,21 @@ def choose_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = No
     rng = _rng(event.id, config.seed)
     chosen = []
     for span in bins(len(days), n_steps):
-        span = [i for i in span if i < allowed]
-        if not span:
+        open_days = [i for i in span if i < allowed]
+        if not open_days:
             break
-        best = max(scores[i] for i in span)
-        tied = [i for i in span if abs(scores[i] - best) <= 1e-12]
+        best = max(scores[i] for i in open_days)
+        tied = [i for i in open_days if abs(scores[i] - best) <= 1e-12]
         chosen.append(days[tied[0] if len(tied) == 1 else rng.choice(tied)])
     return chosen
 
 
 def trim_before(event: Event, start: datetime) -> Event | None:
-    """The scheduled event with only its cutoffs at or after ``start`` (per-step market beliefs and the
-    step count follow), or None when none is left. Used to bring an event that opened before the
-    evaluation window into it; call it before the leakage screen, whose exclusions are per step.
+    """The scheduled event with only its cutoffs at or after ``start``, or None when none is left.
+
+    Per-step market beliefs and the step count follow the cutoffs. Used to bring an event that opened
+    before the evaluation window into it; call it before the leakage screen, whose exclusions are per
+    step.
     """
     keep = [i for i, c in enumerate(event.cutoffs) if c >= start]
     if not keep:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from forecast_dojo.events.relevance import Match, RelevanceIndex
@@ -109,8 +110,10 @@ _ORDINAL_CONTEXT = _word_set(
 
 
 def is_english(text: str) -> bool:
-    """English unless foreign function words outnumber English ones (at least two) or most letters are
-    non-ASCII. A stop-word vote: it needs no model and is stable on one-sentence questions.
+    """Whether ``text`` is English, by a stop-word vote.
+
+    English unless foreign function words outnumber English ones (at least two) or most letters are
+    non-ASCII. The vote needs no model and is stable on one-sentence questions.
     """
     words = [w.lower() for w in _WORD.findall(text)]
     if not words:
@@ -124,11 +127,12 @@ def is_english(text: str) -> bool:
 
 
 def is_personal(question: str) -> bool:
-    """First-person singular questions ("Will I ...", "my video game"): they resolve on one person's
-    private life, which no news corpus covers. The rule: "my", "mine" or "myself" anywhere, or ``I`` as
-    a pronoun, i.e. followed by a lowercase word and not after an ordinal context word ("World War I
-    ends", "Phase I trial" are not personal). "me" is not used: titles such as "Deliver Me from
-    Nowhere" would trip it.
+    """Whether a question is in the first-person singular ("Will I ...", "my video game").
+
+    Such questions resolve on one person's private life, which no news corpus covers. The rule: "my",
+    "mine" or "myself" anywhere, or ``I`` as a pronoun, i.e. followed by a lowercase word and not after
+    an ordinal context word ("World War I ends", "Phase I trial" are not personal). "me" is not used:
+    titles such as "Deliver Me from Nowhere" would trip it.
     """
     if _FIRST_PERSON.search(question):
         return True
@@ -168,8 +172,10 @@ def horizon_problem(event: Event, config: SelectionConfig) -> str | None:
 
 
 def faithfulness(event: Event) -> tuple[float, int] | None:
-    """(fraction of lifetime days with coherent prices, longest run of days without) or None when the
-    event carries no trade data (only sparse snapshots, where a missing day says nothing).
+    """How complete the event's trade data are, or None when it carries none.
+
+    Returns (fraction of lifetime days with coherent prices, longest run of days without); None when
+    the event carries no trade data (only sparse snapshots, where a missing day says nothing).
     """
     if event.extra.get("market_granularity") != "trades":
         return None
@@ -199,8 +205,10 @@ def faithfulness_problem(event: Event, config: SelectionConfig) -> str | None:
 
 
 def forecastable_market(event: Event, buffer_days: int) -> list[MarketPoint]:
-    """Market points inside the window forecasts can be made in: from the open to close minus the buffer
-    (all points up to the close when that window holds none).
+    """Market points inside the window forecasts can be made in.
+
+    The window runs from the open to close minus the buffer; all points up to the close are used when
+    that window holds none.
     """
     end = event.close_at - timedelta(days=buffer_days)
     inside = [p for p in event.market if event.open_at <= p.at <= end]
@@ -273,8 +281,10 @@ def triviality_problem(event: Event, config: SelectionConfig, first_at: datetime
 
 
 def evidence_documents(event: Event, index: RelevanceIndex, config: SelectionConfig) -> list[Match]:
-    """Documents relevant to the question among those an agent could see at the latest possible step:
-    available in the ``evidence_lookback_days`` before the close minus the buffer.
+    """Documents relevant to the question among those an agent could see at the latest possible step.
+
+    These are the documents available in the ``evidence_lookback_days`` before the close minus the
+    buffer.
     """
     end = event.close_at - timedelta(days=config.buffer_days)
     lo, hi = index.rows_between(end - timedelta(days=config.evidence_lookback_days), end)
@@ -348,18 +358,16 @@ def select_events(
                 measured[1],
             )
         checks: list[tuple[str, Callable[[], str | None]]] = [
-            ("language", lambda e=event: language_problem(e, config)),
-            ("horizon", lambda e=event: horizon_problem(e, config)),
-            ("faithfulness", lambda e=event: faithfulness_problem(e, config)),
-            ("non_triviality", lambda e=event, f=first_at: triviality_problem(e, config, f)),
+            ("language", partial(language_problem, event, config)),
+            ("horizon", partial(horizon_problem, event, config)),
+            ("faithfulness", partial(faithfulness_problem, event, config)),
+            ("non_triviality", partial(triviality_problem, event, config, first_at)),
         ]
         if index is not None:
             checks.append(
-                (
-                    "evidence",
-                    lambda e=event: evidence_problem(e, index, config, judge, result.evidence_scores),
-                )
+                ("evidence", partial(evidence_problem, event, index, config, judge, result.evidence_scores))
             )
+        decision: dict[str, str | None]
         for name, check in checks:
             problem = check()
             if problem is not None:

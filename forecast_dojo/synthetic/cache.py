@@ -63,6 +63,7 @@ class SyntheticPaths:
 
     @classmethod
     def at(cls, root: Path) -> SyntheticPaths:
+        """The standard file layout of a world cached in the folder ``root``."""
         return cls(
             root=root,
             events_path=root / "events.jsonl",
@@ -72,6 +73,7 @@ class SyntheticPaths:
 
     @property
     def meta_path(self) -> Path:
+        """``world.json``: generator version, seed, embedder, counts, content hash and config of the world."""
         return self.root / WORLD_META
 
     def is_complete(self) -> bool:

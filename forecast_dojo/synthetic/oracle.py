@@ -32,8 +32,11 @@ from forecast_dojo.timeutil import iso, to_micros
 def log_posteriors_at(
     prior: Sequence[float], evidence: Sequence[Evidence], cutoffs_us: Sequence[int]
 ) -> np.ndarray:
-    """Normalized log posteriors (one row per cutoff) given the evidence available strictly before each
-    cutoff: log prior plus the summed log likelihoods of the visible documents, minus their logsumexp."""
+    """Normalized log posteriors, one row per cutoff, given the evidence available strictly before it.
+
+    Each row is the log prior plus the summed log likelihoods of the visible documents, minus their
+    logsumexp.
+    """
     k = len(prior)
     available_us = np.array([to_micros(item.available_at) for item in evidence], dtype=np.int64)
     log_likelihood = np.log(

@@ -143,8 +143,11 @@ def _day_start(day: date) -> datetime:
 def _draw_instants(
     rng: np.random.Generator, day: date, *, day_precision_share: float = 0.5
 ) -> tuple[datetime, datetime]:
-    """(published_at, available_at) on ``day``: either day-precision (available at the end of the day)
-    or a time of day with a short publication-to-availability lag."""
+    """A random (published_at, available_at) pair on ``day``.
+
+    Either day-precision (available at the end of the day) or a time of day with a short
+    publication-to-availability lag.
+    """
     if rng.random() < day_precision_share:
         return _day_start(day), end_of_day(day)
     published = _day_start(day) + timedelta(seconds=int(rng.integers(6 * 3600, 22 * 3600)))

@@ -211,7 +211,10 @@ def check_unique_ids(ids: Sequence[str], where: str | Path) -> None:
     from forecast_dojo.schema import SchemaError
 
     seen: set[str] = set()
-    dupes = sorted({i for i in ids if i in seen or seen.add(i)})
+    repeated: set[str] = set()
+    for i in ids:
+        (repeated if i in seen else seen).add(i)
+    dupes = sorted(repeated)
     raise SchemaError(f"{where}: duplicate document ids {dupes[:10]}")
 
 

@@ -271,7 +271,7 @@ def url_date(url: str) -> DateClaim | None:
     """A day-precision date in a URL path (``/2024/03/05/``, ``2024-03-05``, ``20240305``)."""
     path = urlsplit(url).path
     match = _URL_DATE.search(path)
-    groups = (match.group(1), match.group(3), match.group(4)) if match else None
+    groups: tuple[str, ...] | None = (match.group(1), match.group(3), match.group(4)) if match else None
     if groups is None:
         compact = _URL_COMPACT_DATE.search(path)
         groups = compact.groups() if compact else None
