@@ -166,7 +166,6 @@ class IVFIndex:
     index: Any  # faiss.IndexIVF
     vectors: np.ndarray
     params: IVFParams
-    _gather: Any = field(default=None, repr=False)
     _checkpoints: np.ndarray | None = field(default=None, repr=False)
     _list_of_row: np.ndarray | None = field(default=None, repr=False)
     _step: int = field(default=0, repr=False)
@@ -349,8 +348,6 @@ class IVFIndex:
         return results
 
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
-        if self._gather is not None:
-            return self._gather(rows)
         return np.asarray(self.vectors[rows], dtype=np.float32)
 
     def memory_bytes(self) -> int:
@@ -371,7 +368,8 @@ class IVFIndex:
     def read(cls, kind: str, path: Path, vectors: np.ndarray, params: IVFParams) -> IVFIndex:
         import faiss
 
-        index = faiss.read_index(str(path))
+        # IO_FLAG_MMAP: the inverted lists (codes and ids) stay in the file, mapped read-only.
+        index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         if index.ntotal != vectors.shape[0] or index.d != vectors.shape[1]:
             raise CorpusError(
                 f"{path}: index holds {index.ntotal} x {index.d} vectors, corpus has {vectors.shape}"
@@ -433,22 +431,6 @@ def load_dense_index(
     if set(overrides) - search_time:
         raise ValueError(f"only {sorted(search_time)} can change after the build, got {sorted(overrides)}")
     params = IVFParams(**{**entry["params"], **overrides})
-    # PQ re-ranking reads float vectors straight from the memory-mapped shards: no full matrix in RAM.
-    vectors = corpus.embeddings if kind != "ivf-pq" else _ShardRows(corpus)
-    loaded = IVFIndex.read(kind, corpus.path / next(iter(entry["files"])), vectors, params)
-    if kind == "ivf-pq":
-        loaded._gather = corpus.vectors
-    return loaded
-
-
-class _ShardRows:
-    """Array-like view of a corpus's memory-mapped shards: shape, prefix slices and row gathers."""
-
-    def __init__(self, corpus: Corpus) -> None:
-        self.corpus = corpus
-        self.shape = (len(corpus), corpus.dim)
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        if isinstance(key, slice):
-            return self.corpus.vectors(np.arange(*key.indices(self.shape[0])))
-        return self.corpus.vectors(np.asarray(key))
+    # Inverted lists are memory-mapped (shared page cache, nothing read until probed); the exact
+    # fallback and the re-ranking read float vectors straight from the memory-mapped shards.
+    return IVFIndex.read(kind, corpus.path / next(iter(entry["files"])), corpus.embeddings, params)
