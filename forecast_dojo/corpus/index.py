@@ -395,6 +395,11 @@ class IVFIndex:
             raise CorpusError(
                 f"{path}: index holds {index.ntotal} x {index.d} vectors, corpus has {vectors.shape}"
             )
+        invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+        if hasattr(invlists, "prefetch_nthread"):
+            # faiss would start 32 threads per search to pre-read the probed lists from disk; the
+            # lists are in the page cache (shared by every worker), so that only costs CPU.
+            invlists.prefetch_nthread = 0
         loaded = cls(kind=kind, index=index, vectors=vectors, params=params)
         lists, marks = _lists_path(path), _checkpoints_path(path)
         if lists.exists() and marks.exists():
