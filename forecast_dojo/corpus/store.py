@@ -537,7 +537,8 @@ class ShardedMatrix:
     def __init__(self, shards: list[np.ndarray]) -> None:
         if not shards:
             raise CorpusError("a corpus needs at least one embedding shard")
-        self.shards = shards
+        # Plain ndarray views of the maps: np.memmap's Python-level indexing costs ~50 us per call.
+        self.shards = [s.view(np.ndarray) if isinstance(s, np.memmap) else s for s in shards]
         self.starts = np.cumsum([0] + [s.shape[0] for s in shards]).astype(np.int64)
         self.shape = (int(self.starts[-1]), int(shards[0].shape[1]))
         self.dtype = np.dtype(np.float32)
@@ -589,9 +590,11 @@ class ShardedMatrix:
             out[:] = self.shards[0][rows]
             return out.reshape(*shape, self.shape[1])
         which = np.searchsorted(self.starts, rows, side="right") - 1
-        for shard in np.unique(which):
-            mask = which == shard
-            out[mask] = self.shards[shard][rows[mask] - self.starts[shard]]
+        order = np.argsort(which, kind="stable")
+        bounds = np.searchsorted(which[order], np.arange(len(self.shards) + 1))
+        for shard in np.flatnonzero(np.diff(bounds)):
+            picked = order[bounds[shard] : bounds[shard + 1]]
+            out[picked] = self.shards[shard][rows[picked] - self.starts[shard]]
         return out.reshape(*shape, self.shape[1])
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
