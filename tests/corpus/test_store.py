@@ -18,7 +18,6 @@ from forecast_dojo.cli import main as cli_main
 from forecast_dojo.corpus import store
 from forecast_dojo.corpus.embedders import HashingEmbedder
 from forecast_dojo.corpus.retrieval import DenseRetriever, build_indexes, make_retriever
-from forecast_dojo.corpus.sample import sample_documents
 from forecast_dojo.corpus.store import (
     DOCUMENT_SCHEMA,
     Corpus,
@@ -29,6 +28,8 @@ from forecast_dojo.corpus.store import (
     migrate_corpus,
 )
 from forecast_dojo.timeutil import to_micros
+
+from .sample import sample_documents
 
 
 class FlakyEmbedder:
