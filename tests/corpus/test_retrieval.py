@@ -149,7 +149,7 @@ def test_search_and_read_match_the_pre_format_2_code_on_wikipedia(data_root: Pat
     """Answers recorded with the code before the memory-mapped layout (format 1, parquet in memory,
     embeddings concatenated in RAM) on Wikipedia Current Events 2025-06 to 2025-10: the same ids,
     scores and read documents come back from the format-2 corpus, at three cutoffs, for dense,
-    BM25 and hybrid retrieval. (Regenerate with the previous commit's code if the importer changes.)"""
+    BM25 and hybrid retrieval. (Regenerate with tests/corpus/data/record_wce_golden.py and format-1 code if the importer changes.)"""
     import hashlib
     import json
     from datetime import date, datetime
