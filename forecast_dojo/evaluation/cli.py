@@ -56,7 +56,7 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.agents import AGENTS
     from forecast_dojo.evaluation.metrics import format_table, paired_difference, summarize
     from forecast_dojo.evaluation.runner import baseline_rows, run_episodes
-    from forecast_dojo.make import make, resolve_spec
+    from forecast_dojo.registration import make, resolve_spec
 
     unknown = [a for a in args.agents if a not in AGENTS]
     if unknown:
