@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "forecast_dojo.evaluation.cli",  # run, world
     "forecast_dojo.corpus.cli",  # corpus build
     "forecast_dojo.events.cli",  # events build
+    "forecast_dojo.training.cli",  # export sft
 )
 
 

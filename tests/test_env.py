@@ -103,7 +103,7 @@ def test_submit_scores_and_advances_then_terminates(make_tiny_env):
 
 @pytest.mark.parametrize(
     "probabilities",
-    [[float("nan"), 1.0], [-0.2, 1.2], {"Yes": 0.5, "Maybe": 0.5}, [0.3, 0.3], [1.0], "Yes", {"Yes": 0.7}],
+    [[-0.2, 1.2], {"Yes": 0.5, "Maybe": 0.5}, [0.3, 0.3], [1.0], "Yes", {"Yes": 0.7}],
 )
 def test_invalid_forecast_is_replaced_by_uniform_and_flagged(make_tiny_env, probabilities):
     env = make_tiny_env()

@@ -6,9 +6,11 @@ missing: a CI run that silently skipped them would prove nothing about isolation
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
+import shutil
 import socket
 import stat
 import struct
@@ -556,8 +558,14 @@ MEMORY_VECTORS = {
 }
 
 
+@pytest.mark.parametrize("cgroup", ["as_available", "disabled"])
 @pytest.mark.parametrize("vector", sorted(MEMORY_VECTORS))
-def test_memory_vector_fails_and_host_memory_is_bounded(vector: str) -> None:
+def test_memory_vector_fails_and_host_memory_is_bounded(
+    vector: str, cgroup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if cgroup == "disabled":  # what hosts without a writable memory cgroup (e.g. CI containers) run
+        state = sandbox._availability()
+        monkeypatch.setattr(sandbox, "_cache", dataclasses.replace(state, cgroup=None))
     result, drop = run_watching_memory(MEMORY_VECTORS[vector])
     assert not result.ok, result
     assert "HELD" not in result.stdout
@@ -694,10 +702,17 @@ def test_allowlisted_packages_import() -> None:
 @pytest.mark.slow
 def test_forecast_dojo_is_invisible_from_a_wheel_install(tmp_path: Path) -> None:
     """A normal (non-editable) install puts the package into site-packages; the sandbox must not see it."""
+    # Build from a copy: setuptools writes build/ and *.egg-info into the source tree.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    shutil.copytree(REPO_ROOT / "forecast_dojo", source / "forecast_dojo",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels),
-         str(REPO_ROOT)],
+         str(source)],
         check=True, cwd=tmp_path, timeout=300,
     )  # fmt: skip
     (wheel,) = wheels.glob("forecast_dojo-*.whl")
@@ -861,3 +876,70 @@ def test_framing_of_a_failed_run() -> None:
     assert content == "<python_stdout>\nError: x\n</python_stdout>"
     refused = sandbox.frame_output(sandbox._refusal("python sandbox unavailable: no bwrap"))
     assert refused == ("<python_stdout>\n</python_stdout>", "python sandbox unavailable: no bwrap")
+
+
+def test_concurrent_calls_each_see_their_own_clock() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(i: int) -> bool:
+        result = run_python(f"import time\nprint({i}, time.gmtime().tm_year)\n", FAST,
+                            now=datetime(2020 + i % 5, 6, 1, tzinfo=UTC))  # fmt: skip
+        return result.ok and result.stdout == f"{i} {2020 + i % 5}\n"
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, range(12)))
+
+
+def test_fails_closed_without_libfaketime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fresh_cache: None
+) -> None:
+    """Without libfaketime the sandbox would show today's date: the tool is disabled instead."""
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(sandbox, "_LIBFAKETIME_CANDIDATES", (str(tmp_path / "libfaketime.so.1"),))
+    ok, reason = sandbox_available()
+    assert not ok and "libfaketime is not installed" in reason
+    result = run_python(f"open({str(marker)!r}, 'w').write('ran')\n")
+    assert not result.ok and result.error == f"python sandbox unavailable: {reason}"
+    assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_changing_faketime_in_the_environment_does_not_reveal_the_date() -> None:
+    """libfaketime re-reads FAKETIME when its cache expires (10 s by default); the sandbox pins it."""
+    result = run_python(
+        """
+import os, time
+os.environ["FAKETIME"] = "+0"
+os.environ["FAKETIME_NO_CACHE"] = "1"
+os.environ["FAKETIME_CACHE_DURATION"] = "1"
+print(time.strftime("%Y-%m-%d"))
+time.sleep(11)
+print(time.strftime("%Y-%m-%d"))
+""",
+        SandboxLimits(timeout_s=20.0),
+        now=CUTOFF,
+    )
+    assert result.ok, result
+    assert result.stdout == "2024-03-05\n2024-03-05\n"
+
+
+def test_cgroup_directory_is_found_from_mountinfo(tmp_path: Path) -> None:
+    """v1 and v2 hierarchies, a mount whose root is the cgroup namespace root, and a mismatched root."""
+    (tmp_path / "v1" / "process_api" / "abc").mkdir(parents=True)
+    (tmp_path / "v2" / "user.slice").mkdir(parents=True)
+    (tmp_path / "nested").mkdir()
+    mounts = [
+        ("/", str(tmp_path / "cpu"), "cgroup", "rw,cpu"),
+        ("/", str(tmp_path / "v1"), "cgroup", "rw,memory"),
+        ("/", str(tmp_path / "v2"), "cgroup2", "rw,nsdelegate"),
+        ("/docker/123", str(tmp_path / "nested"), "cgroup2", "rw"),
+    ]
+    assert sandbox._cgroup_dir(mounts, "cgroup", "memory", "/process_api/abc") == str(
+        tmp_path / "v1/process_api/abc"
+    )
+    assert sandbox._cgroup_dir(mounts, "cgroup2", None, "/user.slice") == str(tmp_path / "v2/user.slice")
+    assert sandbox._cgroup_dir(mounts[3:], "cgroup2", None, "/docker/123") == str(tmp_path / "nested")
+    assert sandbox._cgroup_dir(mounts[3:], "cgroup2", None, "/elsewhere") is None
+    assert sandbox._cgroup_dir(mounts, "cgroup", "pids", "/") is None
+    cgroup, reason = sandbox._find_cgroup_parent()  # whatever this host offers, the reason says it
+    assert (cgroup is None) == reason.startswith("no memory cgroup")

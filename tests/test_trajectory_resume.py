@@ -195,7 +195,9 @@ def test_a_lone_surrogate_does_not_break_the_log(make_tiny_env, tmp_path):
     env = make_tiny_env(log_dir=tmp_path)
     env.reset("harbor")
     env.step("thinking \ud800")
-    _, reward, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4], rationale="why \udfff"))
+    _, reward, _, _, info = env.step(
+        call("submit_forecast", probabilities=[0.6, 0.4], rationale="why \udfff")
+    )
     assert info["step_ended"] and info["record"].rationale == "why \udfff"
     _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
     assert info["step_ended"]

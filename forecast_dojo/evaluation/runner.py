@@ -33,20 +33,37 @@ def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
 
     Returns:
         ``agent, memory ("-" for reference forecasts), event_id, step, rollout, cutoff, forecast,
-        valid, flags, score_<rule>`` for every scoring rule.
+        valid, flags, score_<rule>`` for every scoring rule, ``outcome_index, n_steps, source, market,
+        tokens, tool_calls_by_kind, wall_s``.
     """
     return {
         "agent": record.agent or agent,
         "memory": record.memory if record.memory is not None else REFERENCE_MEMORY,
         "event_id": record.event_id,
         "step": record.step,
-        "rollout": record.rollout,
+        "rollout": record.rollout
+        if record.memory is not None
+        else None,  # references pair with every rollout
         "cutoff": record.cutoff,
         "forecast": list(record.forecast),
         "valid": record.valid,
         "flags": list(record.flags),
         **{f"score_{name}": value for name, value in record.scores.items()},
+        "outcome_index": record.outcome_index,
+        "n_steps": record.n_steps,
+        "source": record.source,
+        "market": list(record.market) if record.market is not None else None,
+        "tokens": dict(record.tokens),
+        "tool_calls_by_kind": _tool_call_kinds(record),
+        "wall_s": record.wall_time_s if record.memory is not None else None,
     }
+
+
+def _tool_call_kinds(record: StepRecord) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for call in record.tool_calls:
+        kinds[call.name] = kinds.get(call.name, 0) + 1
+    return kinds
 
 
 def episode_records(
