@@ -187,9 +187,9 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
-    from forecast_dojo.make import make as make_env
-    from forecast_dojo.make import resolve_spec
     from forecast_dojo.prompts import Budgets
+    from forecast_dojo.registration import make as make_env
+    from forecast_dojo.registration import resolve_spec
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:
