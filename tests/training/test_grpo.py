@@ -157,3 +157,23 @@ def test_grpo_script_smoke(synthetic_cache, tiny_model_dir, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "checkpoint:" in result.stdout
+
+
+def test_response_template_parses_what_the_chat_template_writes(tokenizer):
+    """TRL reads tool calls out of generated ids with ``parse_response``: our wire format must parse."""
+    from forecast_dojo.training.grpo import set_response_template
+
+    tok = set_response_template(tokenizer)  # sets only response_template, which nothing else reads
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "q"}], add_generation_prompt=True, tokenize=True
+    )
+    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    reply = 'Two polls agree.\n<tool_call>{"name": "submit_forecast", "arguments": {"probabilities": {"Yes": 0.7, "No": 0.3}}}</tool_call><|im_end|>'
+    parsed = tok.parse_response(tok.encode(reply), prefix=prompt)
+    assert parsed["content"] == "Two polls agree."
+    assert parsed["tool_calls"] == [
+        {
+            "type": "function",
+            "function": {"name": "submit_forecast", "arguments": {"probabilities": {"Yes": 0.7, "No": 0.3}}},
+        }
+    ]
