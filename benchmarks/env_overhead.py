@@ -21,8 +21,8 @@ from collections.abc import Callable
 from forecast_dojo.agents import EvidenceAgent
 from forecast_dojo.agents.base import tool_call
 from forecast_dojo.evaluation.runner import run_episode
+from forecast_dojo.make import make
 from forecast_dojo.scoring import all_scores
-from forecast_dojo.spec import make_synthetic_env
 
 TARGET_MS = 2.0
 
@@ -48,7 +48,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as log_dir:
-        env = make_synthetic_env(embedder=args.embedder, python_runner=None, log_dir=log_dir)
+        env = make("Synthetic-v0", embedder=args.embedder, python_runner=None, log_dir=log_dir)
         event = sorted(env.events, key=lambda e: e.id)[0]
         query = event.question
         env.reset(event.id)

@@ -1,10 +1,15 @@
 """The gymnasium loop with a hand-written policy: search once, read the top hit, submit.
 
-python examples/rl_loop.py            # on the embedded synthetic world (built and cached on first use)
+    python examples/rl_loop.py                      # the embedded synthetic world (built and cached on first use)
+    python examples/rl_loop.py --embedder hashing   # the same world with an instant embedder
+
+The policy reads the structured observation (``question``, ``outcomes``, ``budget_left``); the
+prompt in ``obs["messages"]`` is the same facts rendered for a language model.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import gymnasium as gym
@@ -12,30 +17,28 @@ import gymnasium as gym
 import forecast_dojo  # noqa: F401  (registers the environment ids)
 
 
-def policy(messages: list[dict], state: dict) -> dict:
-    """A three-turn policy written against the observation contract only."""
-    if messages and messages[0]["role"] == "system":  # a new forecast step: fresh context
+def policy(obs: dict, state: dict) -> dict | str:
+    """A three-turn policy written against the observation contract only (no prompt parsing)."""
+    messages = obs["messages"]
+    if state.get("step") != (obs["event_id"], obs["step"]):  # a new forecast step: fresh context
         state.clear()
-        state["outcomes"] = json.loads(
-            messages[1]["content"].split("exactly one will happen): ", 1)[1].splitlines()[0]
-        )
-        question = messages[1]["content"].splitlines()[0].removeprefix("Question: ")
+        state["step"] = (obs["event_id"], obs["step"])
         return {
             "role": "assistant",
             "content": "",
             "tool_calls": [
                 {
                     "type": "function",
-                    "function": {"name": "search", "arguments": {"query": question, "top_k": 5}},
+                    "function": {"name": "search", "arguments": {"query": obs["question"], "top_k": 5}},
                 }
             ],
         }
-    if "read" not in state:
+    if "read" not in state and obs["budget_left"]["tool_calls"] > 0:
         state["read"] = True
         hits = json.loads(messages[0]["content"]) if messages[0]["content"].startswith("[") else []
         if hits:
             return f'<tool_call>{{"name": "read", "arguments": {{"doc_id": "{hits[0]["id"]}"}}}}</tool_call>'
-    k = len(state["outcomes"])
+    k = len(obs["outcomes"])
     return {
         "role": "assistant",
         "content": "",
@@ -48,18 +51,21 @@ def policy(messages: list[dict], state: dict) -> dict:
     }
 
 
-def main() -> None:
-    env = gym.make("forecast_dojo/Synthetic-v0", memory="none")
+def main(argv: list[str] | None = None) -> None:
+    """Play one event of the synthetic world and print each step's score."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", default="minilm", help="synthetic world embedder (minilm or hashing)")
+    args = parser.parse_args(argv)
+    env = gym.make("forecast_dojo/Synthetic-v0", memory="none", embedder=args.embedder, python_runner=None)
     obs, info = env.reset(seed=0)
     state: dict = {}
     total, done = 0.0, False
     while not done:
-        obs, reward, terminated, truncated, info = env.step(policy(obs["messages"], state))
+        obs, reward, terminated, truncated, info = env.step(policy(obs, state))
         total += reward
         if info["step_ended"]:
-            print(
-                f"step {info.get('finished_step', info['step'])}: forecast {info['forecast']}  brier {info['scores']['brier']:.3f}"
-            )
+            record = info["record"]  # the step's StepRecord (researcher-facing: never show it to the policy)
+            print(f"step {record.step}: forecast {record.forecast}  brier {record.scores['brier']:.3f}")
         done = terminated or truncated
     print(f"episode {info['event_id']}: return {total:.3f}")
     env.close()

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from forecast_dojo.messages import ChatMessage, chat_message, tool_call_message
+
 TOOL_CALL_PATTERN = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 MAX_ACTION_CHARS = 200_000
 
@@ -42,18 +44,13 @@ class ParsedAction:
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
 
-    def message(self) -> dict[str, Any]:
+    def message(self) -> ChatMessage:
         """The canonical assistant message for the transcript (arguments as JSON strings, as OpenAI does)."""
-        return {
-            "role": "assistant",
-            "content": self.content,
-            "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments}}
-                for c in self.tool_calls
-            ],
-            "tool_call_id": None,
-            "name": None,
-        }
+        return chat_message(
+            "assistant",
+            self.content,
+            tool_calls=[tool_call_message(c.id, c.name, c.raw_arguments) for c in self.tool_calls],
+        )
 
 
 def _decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str, str | None]:

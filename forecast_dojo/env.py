@@ -9,6 +9,12 @@ Contract (see README for the full version):
   turn ended the step, the next step's prompt. When ``obs["step"]`` changes, the agent starts a
   fresh conversation from ``obs["messages"]``: nothing else carries over (in ``memory="notebook"``
   mode the prompt includes the notebook the agent submitted).
+* The observation also carries, structured, what the prompt says: ``question``, ``outcomes``,
+  ``forecast_date``, ``memory``, ``budget_left`` and the carried ``notebook`` (see
+  :class:`forecast_dojo.spaces.Observation`). It does NOT say how many steps the episode has or
+  which step is the last: an episode's schedule (it ends early when the question resolves early)
+  can reveal the outcome. ``info["n_steps"]`` has it for the researcher; ``show_episode_length=True``
+  puts it back into the observation and the prompt, for ablations only.
 * Reward is 0 on research turns and a proper score of the forecast when a step ends;
   ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
   must never be fed back to the agent.
@@ -17,51 +23,56 @@ Contract (see README for the full version):
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
 
-from forecast_dojo import __version__
+from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.gateway import TemporalGateway
+from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
-from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
+from forecast_dojo.spaces import (
+    Action,
+    AssistantTurn,
+    ChatMessages,
+    Observation,
+    TextList,
+    UnicodeText,
+)
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, decoded_arguments, normalize_message
+from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
 
-PythonRunner = Callable[[str], tuple[str, "str | None"]]
+PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
 
-def sandbox_python_runner(code: str) -> tuple[str, str | None]:
-    """Run code in the bubblewrap sandbox; (output, error). Fails closed when no sandbox is available."""
-    from forecast_dojo.sandbox import run_python
+class ForecastDojoEnv(gym.Env[Observation, Action]):
+    """A gymnasium environment over resolved events and a dated corpus (see module docstring).
 
-    result = run_python(code)
-    output = result.stdout
-    if result.stderr:
-        output = f"{output}\n[stderr]\n{result.stderr}" if output else f"[stderr]\n{result.stderr}"
-    if result.error:
-        return output, result.error
-    if not result.ok:
-        return output, f"the program exited with code {result.exit_code}"
-    return output, None
-
-
-class ForecastDojoEnv(gym.Env):
-    """A gymnasium environment over resolved events and a dated corpus (see module docstring)."""
+    Episode statistics are left to ``gymnasium.wrappers.RecordEpisodeStatistics`` (the env never
+    writes ``info["episode"]``). Logging stays in the env (``log_dir``) rather than in a wrapper: the
+    record needs the env's internals (transcript, tool log, budgets, the visible-document count), the
+    log header needs its configuration (corpus hash, spec), and in an ``AsyncVectorEnv`` each worker
+    must write its own log, which ``log_dir`` in the env factory gives without extra plumbing; a
+    wrapper would only forward ``info["record"]`` to the same writer.
+    """
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -79,6 +90,7 @@ class ForecastDojoEnv(gym.Env):
         log_dir: str | Path | None = None,
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
+        show_episode_length: bool = False,
     ) -> None:
         if not events:
             raise ValueError("an environment needs at least one event")
@@ -106,6 +118,7 @@ class ForecastDojoEnv(gym.Env):
         self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
         self.python_runner = python_runner if "python" in self.enabled_tools else None
         self.render_mode = render_mode
+        self.show_episode_length = bool(show_episode_length)
         self.run_metadata = {
             "package_version": __version__,
             "corpus_content_hash": corpus.content_hash,
@@ -116,41 +129,40 @@ class ForecastDojoEnv(gym.Env):
             "budgets": {"max_tool_calls": self.budgets.max_tool_calls, "max_turns": self.budgets.max_turns},
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
+            **({"show_episode_length": True} if self.show_episode_length else {}),
             **(run_metadata or {}),
         }
+        self.run_id = run_id_for(self.run_metadata)
+        self.agent_name: str | None = self.run_metadata.get("agent")
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._writer: TrajectoryWriter | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
         self._system_prompt = system_prompt(memory, self._schemas)
 
         self.action_space = AssistantTurn()
-        self.observation_space = spaces.Dict(
-            {
-                "messages": ChatMessages(),
-                "event_id": UnicodeText(max_length=512),
-                "forecast_date": UnicodeText(max_length=10),
-                "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
-                "n_steps": spaces.Discrete(MAX_STEPS_PER_EVENT + 1),
-            }
-        )
+        observation_spaces: dict[str, spaces.Space[Any]] = {
+            "messages": ChatMessages(),
+            "event_id": UnicodeText(max_length=512),
+            "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
+            "forecast_date": UnicodeText(max_length=10),
+            "question": UnicodeText(),
+            "outcomes": TextList(),
+            "memory": UnicodeText(max_length=16),
+            "budget_left": spaces.Dict(
+                {
+                    "tool_calls": spaces.Discrete(self.budgets.max_tool_calls + 1),
+                    "turns": spaces.Discrete(self.budgets.max_turns + 1),
+                }
+            ),
+            "notebook": UnicodeText(nullable=True),
+        }
+        if self.show_episode_length:
+            observation_spaces["n_steps"] = spaces.Discrete(MAX_STEPS_PER_EVENT + 1)
+        self.observation_space = spaces.Dict(observation_spaces)
         self._event: Event | None = None
         self._done = True
 
     # ------------------------------------------------------------------ public API
-
-    @classmethod
-    def from_spec(cls, path: str | Path, **overrides: Any) -> ForecastDojoEnv:
-        """The env an ``envs/<name>.toml`` spec describes (see ``forecast_dojo.spec``)."""
-        from forecast_dojo.spec import make_from_spec_file
-
-        return make_from_spec_file(path, **overrides)
-
-    @classmethod
-    def synthetic(cls, **overrides: Any) -> ForecastDojoEnv:
-        """The embedded synthetic world (built and cached on first use)."""
-        from forecast_dojo.spec import make_synthetic_env
-
-        return make_synthetic_env(**overrides)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
@@ -162,16 +174,40 @@ class ForecastDojoEnv(gym.Env):
 
     @property
     def event(self) -> Event | None:
+        """The current episode's event (None before the first reset)."""
         return self._event
+
+    @property
+    def log_dir(self) -> Path | None:
+        """The trajectory log directory, or None when the env does not log."""
+        return self._log_dir
 
     def reset(
         self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode (one event) at a forecast step.
+
+        Args:
+            event_id: The event; without one (and without ``options["event_id"]``) it is drawn from
+                ``self.np_random`` (deterministic per seed).
+            seed: Seeds ``self.np_random``.
+            options: ``event_id``; ``step`` (start at step k, to replay one forecast step);
+                ``notebook`` (the notebook to start from, memory-on mode); ``rollout`` (the attempt
+                index written into the step records, default 0).
+
+        Returns:
+            The observation (the step's ``[system, user]`` prompt and its structured fields) and the info.
+        """
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = set(options) - {"event_id", "step", "notebook"}
+        unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
         if unknown:
-            raise ValueError(f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook")
+            raise ValueError(
+                f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
+            )
+        rollout = options.get("rollout", 0)
+        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
+            raise ValueError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
@@ -195,12 +231,22 @@ class ForecastDojoEnv(gym.Env):
             except NotebookError as err:
                 raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
         self._event = event
+        self._rollout = rollout
         self._done = False
-        self._episode_return = 0.0
         self._begin_step(start, notebook, None)
         return self._observation(self._messages), self._info(step_ended=False)
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Take one assistant turn: run its tool calls in order; a submission (or a spent budget) ends the step.
+
+        Args:
+            action: An OpenAI-style assistant message dict or text with ``<tool_call>`` blocks; anything
+                malformed becomes an error message to the agent, never an exception.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``; at a step's end ``info["record"]``
+            is its :class:`~forecast_dojo.records.StepRecord`.
+        """
         if self._done or self._event is None:
             raise RuntimeError("the episode is over (or never started): call reset() first")
         self._turns += 1
@@ -234,7 +280,8 @@ class ForecastDojoEnv(gym.Env):
 
         if submission is None and self._forced:
             # The agent was told to submit and did not: record the uniform fallback and move on.
-            submission = ToolResult("", forecast=None, submitted=True, extra={"fallback": "budget"})
+            submission = ToolResult("", forecast=None, submitted=True)
+            return self._end_step(submission, new, fallback=True)
         elif submission is None and self._budget_spent():
             self._forced = True
             notice = self._notice(
@@ -248,11 +295,13 @@ class ForecastDojoEnv(gym.Env):
         return self._end_step(submission, new)
 
     def render(self) -> str | None:
+        """The current step's transcript as text (``render_mode="ansi"``), else None."""
         if self.render_mode != "ansi":
             return None
         return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
 
     def close(self) -> None:
+        """Close the trajectory log, if any."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -268,41 +317,28 @@ class ForecastDojoEnv(gym.Env):
         self._forced = False
         self._usage = {"prompt_tokens": None, "completion_tokens": None}
         self._notebook_in = notebook
-        self._tool_log: list[dict[str, Any]] = []
+        self._tool_log: list[ToolCallRecord] = []
+        self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
-        hidden = frozenset(self._excluded_ids(event, step))
+        hidden = frozenset(event.excluded_doc_ids)
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
+            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
         )
         prompt = step_prompt(
-            event, step, self.budgets, self.memory, notebook if self.memory == "notebook" else None, note
+            event,
+            step,
+            self.budgets,
+            self.memory,
+            notebook if self.memory == "notebook" else None,
+            note,
+            show_episode_length=self.show_episode_length,
         )
-        self._messages = [
-            {
-                "role": "system",
-                "content": self._system_prompt,
-                "tool_calls": None,
-                "tool_call_id": None,
-                "name": None,
-            },
-            {"role": "user", "content": prompt, "tool_calls": None, "tool_call_id": None, "name": None},
+        self._messages: list[ChatMessage] = [
+            chat_message("system", self._system_prompt),
+            chat_message("user", prompt),
         ]
-
-    @staticmethod
-    def _excluded_ids(event: Event, step: int) -> list[str]:
-        """Documents a leakage screen excluded for this event: ``extra["excluded_doc_ids"]`` (list, or per step)."""
-        excluded = event.extra.get("excluded_doc_ids")
-        if not excluded:
-            return []
-        if isinstance(excluded, list):
-            return [str(x) for x in excluded]
-        if isinstance(excluded, dict):
-            ids = list(excluded.get("all", []))
-            ids += excluded.get(str(step), []) + excluded.get(iso(event.cutoffs[step]), [])
-            return [str(x) for x in ids]
-        raise ValueError(f"event {event.id!r}: extra['excluded_doc_ids'] must be a list or a dict")
 
     def _budget_spent(self) -> bool:
         return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
@@ -326,22 +362,24 @@ class ForecastDojoEnv(gym.Env):
             if result.max_available_us is not None:
                 self._view.assert_before_cutoff(result.max_available_us)
         self._tool_log.append(
-            {
-                "id": call.id,
-                "name": call.name,
-                "arguments": decoded_arguments(call.raw_arguments),
-                "result": (result.content or "")[:RESULT_SUMMARY_CHARS],
-                "doc_ids": list(result.doc_ids),
-                "error": result.error,
-            }
+            ToolCallRecord(
+                id=call.id,
+                name=call.name,
+                arguments=decoded_arguments(call.raw_arguments),
+                result=(result.content or "")[:RESULT_SUMMARY_CHARS],
+                doc_ids=list(result.doc_ids),
+                error=result.error,
+            )
         )
         return result
 
-    def _end_step(self, submission: ToolResult, new: list[dict[str, Any]]):
+    def _end_step(
+        self, submission: ToolResult, new: list[ChatMessage], *, fallback: bool = False
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         event = self._event
         assert event is not None
         flags: list[str] = []
-        if submission.extra.get("fallback") == "budget":
+        if fallback:  # the budget ran out and the agent did not submit
             flags.append("no_submission")
         if submission.forecast is None:
             if submission.forecast_error is not None:
@@ -354,7 +392,6 @@ class ForecastDojoEnv(gym.Env):
             flags.append("no_notebook")
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
-        self._episode_return += reward
         record = self._step_record(forecast, flags, scores, reward, submission)
         self._write(record)
         step_info = {
@@ -362,13 +399,13 @@ class ForecastDojoEnv(gym.Env):
             "valid": submission.forecast is not None,
             "flags": flags,
             "scores": scores,
-            "cutoff": iso(event.cutoffs[self._step]),
+            "cutoff": record.cutoff,
         }
         finished_step = self._step
         if self._step + 1 >= event.n_steps:
             self._done = True
             info = self._info(step_ended=True, **step_info)
-            info["episode"] = {"return": self._episode_return, "steps": event.n_steps}
+            info["record"] = record
             obs = self._observation(new)
             obs["step"] = finished_step
             return obs, reward, True, False, info
@@ -377,6 +414,7 @@ class ForecastDojoEnv(gym.Env):
             note = "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
         self._begin_step(self._step + 1, notebook_out, note)
         info = self._info(step_ended=True, finished_step=finished_step, **step_info)
+        info["record"] = record
         return self._observation(list(self._messages)), reward, False, False, info
 
     def _step_record(
@@ -386,49 +424,55 @@ class ForecastDojoEnv(gym.Env):
         scores: dict[str, float],
         reward: float,
         submission: ToolResult,
-    ) -> dict[str, Any]:
+    ) -> StepRecord:
+        """The step's one record: what the log writes and ``info["record"]`` returns."""
         event = self._event
         assert event is not None
         cutoff = event.cutoffs[self._step]
         market = event.market_at(cutoff)
-        return {
-            "event_id": event.id,
-            "step": self._step,
-            "n_steps": event.n_steps,
-            "cutoff": iso(cutoff),
-            "forecast_date": cutoff.date().isoformat(),
-            "memory": self.memory,
-            "messages": [normalize_message(m) for m in self._messages],
-            "tools": copy.deepcopy(self._schemas),
-            "tool_calls": self._tool_log,
-            "notebook_in": self._notebook_in.to_json() if self._notebook_in else None,
-            "notebook_out": submission.notebook.to_json() if submission.notebook else None,
-            "outcomes": list(event.outcomes),
-            "forecast": list(forecast),
-            "valid": submission.forecast is not None,
-            "flags": flags,
-            "forecast_error": submission.forecast_error,
-            "rationale": submission.rationale,
-            "scores": scores,
-            "reward": reward,
-            "outcome": event.outcome,
-            "outcome_index": event.outcome_index,
-            "market": list(market) if market is not None else None,
-            "budgets": {
+        return StepRecord(
+            run_id=self.run_id,
+            event_id=event.id,
+            rollout=self._rollout,
+            step=self._step,
+            n_steps=event.n_steps,
+            cutoff=iso(cutoff),
+            forecast_date=cutoff.date().isoformat(),
+            agent=self.agent_name,
+            source=event.source,
+            memory=self.memory,
+            messages=[normalize_message(m) for m in self._messages],
+            tools=copy.deepcopy(self._schemas),
+            tool_calls=list(self._tool_log),
+            notebook_in=self._notebook_in.to_json() if self._notebook_in else None,
+            notebook_out=submission.notebook.to_json() if submission.notebook else None,
+            outcomes=list(event.outcomes),
+            forecast=list(forecast),
+            valid=submission.forecast is not None,
+            flags=list(flags),
+            forecast_error=submission.forecast_error,
+            rationale=submission.rationale,
+            scores=dict(scores),
+            reward=reward,
+            outcome=event.outcome,
+            outcome_index=event.outcome_index,
+            market=list(market) if market is not None else None,
+            budgets={
                 "max_tool_calls": self.budgets.max_tool_calls,
                 "max_turns": self.budgets.max_turns,
                 "tool_calls_used": self._tool_calls,
                 "turns_used": self._turns,
             },
-            "tokens": dict(self._usage),
-            "n_visible": self._view.n_visible,
-        }
+            tokens=dict(self._usage),
+            n_visible=self._view.n_visible,
+            wall_time_s=round(time.perf_counter() - self._step_started, 6),
+        )
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: StepRecord) -> None:
         if self._log_dir is None:
             return
         if self._writer is None:
-            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata)
+            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata, run_id=self.run_id)
         self._writer.write(record)
 
     def _add_usage(self, parsed: ParsedAction) -> None:
@@ -438,29 +482,34 @@ class ForecastDojoEnv(gym.Env):
     # ------------------------------------------------------------------ observation helpers
 
     @staticmethod
-    def _notice(text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text, "tool_calls": None, "tool_call_id": None, "name": None}
+    def _notice(text: str) -> ChatMessage:
+        return chat_message("user", text)
 
     @staticmethod
-    def _tool_message(call: ToolCall, content: str) -> dict[str, Any]:
-        return {
-            "role": "tool",
-            "content": content,
-            "tool_calls": None,
-            "tool_call_id": call.id,
-            "name": call.name,
-        }
+    def _tool_message(call: ToolCall, content: str) -> ChatMessage:
+        return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
-    def _observation(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _observation(self, messages: list[ChatMessage]) -> Observation:
         event = self._event
         assert event is not None
-        return {
+        notebook = self._notebook_in if self.memory == "notebook" else None
+        observation: Observation = {
             "messages": copy.deepcopy(messages),
             "event_id": event.id,
-            "forecast_date": event.cutoffs[self._step].date().isoformat(),
             "step": self._step,
-            "n_steps": event.n_steps,
+            "forecast_date": event.cutoffs[self._step].date().isoformat(),
+            "question": event.question,
+            "outcomes": list(event.outcomes),
+            "memory": self.memory,
+            "budget_left": {
+                "tool_calls": 0 if self._forced else max(0, self.budgets.max_tool_calls - self._tool_calls),
+                "turns": max(0, self.budgets.max_turns - self._turns),
+            },
+            "notebook": notebook.to_json() if notebook is not None else None,
         }
+        if self.show_episode_length:
+            observation["n_steps"] = event.n_steps
+        return observation
 
     def _info(self, *, step_ended: bool, **extra: Any) -> dict[str, Any]:
         event = self._event
@@ -468,6 +517,7 @@ class ForecastDojoEnv(gym.Env):
         info = {
             "event_id": event.id,
             "step": self._step,
+            "n_steps": event.n_steps,
             "turn": self._turns,
             "tool_calls_used": self._tool_calls,
             "budget_spent": self._forced,

@@ -16,10 +16,11 @@ import pyarrow as pa
 
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.timeutil import to_micros
 
 
-class LeakageError(AssertionError):
+class LeakageError(ForecastDojoError, AssertionError):
     """Raised when text from at or after a cutoff is about to reach the agent. Never caught by the env."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.schema import SchemaError, check_distribution
 
 MAX_NOTEBOOK_CHARS = 8000
@@ -25,7 +26,7 @@ MAX_CLAIM_CHARS = 500
 MAX_DOC_IDS_PER_CLAIM = 10
 
 
-class NotebookError(ValueError):
+class NotebookError(ForecastDojoError, ValueError):
     """A notebook that does not follow the schema; the message tells the agent what to fix."""
 
 

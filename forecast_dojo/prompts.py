@@ -1,7 +1,9 @@
 """The text the agent sees at the start of each forecast step.
 
 Only fields of the event that are known before the question resolves go in here: never the outcome,
-the resolution instant, the market series or anything from ``Event.extra``.
+the resolution instant, the market series, the number of steps (unless an ablation asks for it) or
+anything from ``Event.extra``. The prompt renders the observation's structured fields for language
+models; agents that are not language models read those fields instead (nothing parses the prompt).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ MEMORY_RULES = {
 
 
 def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
+    """The system message: rules, the memory mode's rules, the tool-call convention and the tool schemas."""
     tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
     return SYSTEM_PROMPT.format(memory_rules=MEMORY_RULES[memory], tools=tools)
 
@@ -62,22 +65,41 @@ def step_prompt(
     memory: str,
     notebook: Notebook | None,
     notebook_note: str | None = None,
+    *,
+    show_episode_length: bool = False,
 ) -> str:
-    """The user message that opens step ``step`` of ``event``."""
+    """The user message that opens step ``step`` of ``event``.
+
+    Args:
+        event: The event.
+        step: The forecast step.
+        budgets: The per-step budgets.
+        memory: ``none`` or ``notebook``.
+        notebook: The notebook carried into the step (notebook mode).
+        notebook_note: A note shown under the notebook (e.g. why none was carried).
+        show_episode_length: Say "step k of n" (an ablation only: by default the prompt never says
+            how many steps the episode has or which is the last, since an episode that ends early
+            tells that the question resolved early).
+
+    Returns:
+        The prompt text.
+    """
     cutoff = event.cutoffs[step]
+    question, background, criteria = event.text_at(step)  # the texts as they stood at this cutoff
     lines = [
-        f"Question: {event.question}",
+        f"Question: {question}",
         "",
         f"Possible outcomes (exactly one will happen): {json.dumps(list(event.outcomes), ensure_ascii=False)}",
     ]
-    if event.background.strip():
-        lines += ["", f"Background: {event.background.strip()}"]
-    if event.resolution_criteria.strip():
-        lines += ["", f"Resolution criteria: {event.resolution_criteria.strip()}"]
+    if background.strip():
+        lines += ["", f"Background: {background.strip()}"]
+    if criteria.strip():
+        lines += ["", f"Resolution criteria: {criteria.strip()}"]
     lines += [
         "",
-        f"Forecast date: {cutoff.date().isoformat()} (step {step + 1} of {event.n_steps}). "
-        f"You see only documents available before {iso(cutoff)}; later news does not exist for you.",
+        f"Forecast date: {cutoff.date().isoformat()}"
+        + (f" (step {step + 1} of {event.n_steps})" if show_episode_length else "")
+        + f". You see only documents available before {iso(cutoff)}; later news does not exist for you.",
         # No close or resolution date: a market that closed early would reveal when (and so whether) it happened.
         f"Question opened: {event.open_at.date().isoformat()}.",
         f"Budget for this step: {budgets.max_tool_calls} tool calls and {budgets.max_turns} turns; then you must submit.",
@@ -95,22 +117,3 @@ def step_prompt(
         if notebook_note:
             lines.append(notebook_note)
     return "\n".join(lines)
-
-
-def parse_step_prompt(text: str) -> dict[str, Any]:
-    """Read back the fields of a :func:`step_prompt` (for scripted agents; the format is defined here once).
-
-    Returns ``question``, ``outcomes``, ``forecast_date`` and ``notebook`` (a dict, or None).
-    """
-    fields: dict[str, Any] = {"question": "", "outcomes": [], "forecast_date": "", "notebook": None}
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("Question: ") and not fields["question"]:
-            fields["question"] = line.removeprefix("Question: ")
-        elif line.startswith("Possible outcomes (exactly one will happen): "):
-            fields["outcomes"] = json.loads(line.split(": ", 1)[1])
-        elif line.startswith("Forecast date: "):
-            fields["forecast_date"] = line.removeprefix("Forecast date: ")[:10]
-        elif line == "Your notebook from the previous forecast date:" and index + 1 < len(lines):
-            fields["notebook"] = json.loads(lines[index + 1])
-    return fields

@@ -14,13 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
 EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
 
 
-class SchemaError(ValueError):
+class SchemaError(ForecastDojoError, ValueError):
     """A record that does not satisfy the documented schema; the message names the record and field."""
 
 
@@ -84,9 +85,15 @@ class Event:
     tags: tuple[str, ...] = ()
     market: tuple[MarketPoint, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    excluded_doc_ids: tuple[str, ...] = ()  # documents a leakage screen hid from this event's steps
 
     def __post_init__(self) -> None:
         where = f"event {self.id!r}"
+        object.__setattr__(
+            self,
+            "excluded_doc_ids",
+            _excluded_ids(where, self.excluded_doc_ids, self.extra.get("excluded_doc_ids")),
+        )
         if not isinstance(self.id, str) or not self.id:
             raise SchemaError(f"event id must be a non-empty string, got {self.id!r}")
         if not self.question.strip():
@@ -118,6 +125,29 @@ class Event:
     def n_steps(self) -> int:
         return len(self.cutoffs)
 
+    def text_at(self, step: int) -> tuple[str, str, str]:
+        """(question, background, resolution criteria) as they stood at step ``step``'s cutoff.
+
+        ``extra["text_versions"]`` (written by importers of sources that edit questions, see
+        ``forecast_dojo.events.texts``) lists ``{"from", "question", "background",
+        "resolution_criteria"}`` in time order; the latest version with ``from <= cutoff`` applies, and
+        the event's own fields (the earliest text, every dated note removed) before the first.
+        """
+        cutoff = self.cutoffs[step]
+        chosen = (self.question, self.background, self.resolution_criteria)
+        for version in self.extra.get("text_versions") or ():
+            try:
+                if parse_instant(version["from"]) > cutoff:
+                    break
+                chosen = (
+                    str(version.get("question") or self.question),
+                    str(version.get("background") or ""),
+                    str(version.get("resolution_criteria") or ""),
+                )
+            except (InstantError, KeyError, TypeError):
+                continue
+        return chosen
+
     def market_at(self, instant: datetime) -> tuple[float, ...] | None:
         """The latest market belief at or before ``instant`` (evaluation only; never shown to the agent)."""
         latest = None
@@ -127,6 +157,29 @@ class Event:
             else:
                 break
         return latest
+
+
+def _excluded_ids(where: str, value: Any, legacy: Any) -> tuple[str, ...]:
+    """The sorted union of ``excluded_doc_ids`` and the legacy ``extra["excluded_doc_ids"]``.
+
+    The legacy form is a list of ids or ``{step index | cutoff | "all": [ids]}``; a flagged document
+    is hidden at every step (before its first flagged step it is not visible anyway).
+    """
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise SchemaError(
+            f"{where}: excluded_doc_ids must be a list of document ids, got {type(value).__name__}"
+        )
+    ids = list(value)
+    if legacy is not None:
+        if isinstance(legacy, dict) and all(isinstance(v, list) for v in legacy.values()):
+            ids += [x for v in legacy.values() for x in v]
+        elif isinstance(legacy, list):
+            ids += legacy
+        else:
+            raise SchemaError(f"{where}: extra['excluded_doc_ids'] must be a list or a dict of lists")
+    if not all(isinstance(x, str) and x for x in ids):
+        raise SchemaError(f"{where}: excluded_doc_ids must hold non-empty document id strings")
+    return tuple(sorted(set(ids)))
 
 
 def check_distribution(values: Sequence[float], k: int, *, where: str = "distribution") -> tuple[float, ...]:
@@ -166,6 +219,7 @@ def event_to_record(event: Event) -> dict[str, Any]:
         "tags": list(event.tags),
         "market": [{"at": iso(p.at), "probabilities": list(p.probabilities)} for p in event.market],
         "extra": json.dumps(event.extra, sort_keys=True),
+        "excluded_doc_ids": list(event.excluded_doc_ids),
     }
 
 
@@ -207,6 +261,7 @@ def event_from_record(record: dict[str, Any]) -> Event:
                 for p in (record.get("market") or ())
             ),
             extra=dict(extra),
+            excluded_doc_ids=record.get("excluded_doc_ids") or (),
         )
     except (InstantError, KeyError, TypeError, json.JSONDecodeError) as err:
         raise SchemaError(f"event {rid!r}: {err}") from err

@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time, timedelta
 
+from forecast_dojo.errors import ForecastDojoError
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
-class InstantError(ValueError):
+class InstantError(ForecastDojoError, ValueError):
     """A value that cannot be read as an instant."""
 
 

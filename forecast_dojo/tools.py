@@ -13,8 +13,8 @@ import inspect
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import date
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
 from forecast_dojo.gateway import CutoffView
@@ -43,7 +43,6 @@ class ToolResult:
     notebook: Notebook | None = None
     rationale: str | None = None
     submitted: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -73,13 +72,16 @@ class ForecastTools:
         forecast_date: date,
         *,
         memory: str = "none",
-        python_runner: Callable[[str], tuple[str, str | None]] | None = None,
+        python_runner: Callable[[str, datetime], tuple[str, str | None]] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.view = view
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
         self.python_runner = python_runner
+        # What the python sandbox's clock reads: the step's cutoff (midnight UTC of the date if not given).
+        self.now = now or datetime(forecast_date.year, forecast_date.month, forecast_date.day, tzinfo=UTC)
         self.surfaced: set[str] = set()
 
     # ------------------------------------------------------------------ the tools
@@ -161,7 +163,7 @@ class ForecastTools:
             return ToolResult("", error="code must be a non-empty string")
         if self.python_runner is None:
             return ToolResult("", error="the python tool is disabled in this environment")
-        output, error = self.python_runner(code)
+        output, error = self.python_runner(code, self.now)
         return ToolResult(output, error=error)
 
     def submit_forecast(

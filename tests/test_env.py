@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,8 @@ def tool_contents(obs: dict) -> list[str]:
 def test_reset_shows_question_and_never_the_outcome(make_tiny_env):
     env = make_tiny_env()
     obs, info = env.reset("harbor")
-    assert obs["event_id"] == "harbor" and obs["step"] == 0 and obs["n_steps"] == 3
+    assert obs["event_id"] == "harbor" and obs["step"] == 0 and info["n_steps"] == 3
+    assert "n_steps" not in obs  # the episode length is researcher-facing only
     assert obs["forecast_date"] == "2030-01-11"
     assert [m["role"] for m in obs["messages"]] == ["system", "user"]
     prompt = obs["messages"][1]["content"]
@@ -78,8 +80,8 @@ def test_read_pages_with_offsets(make_tiny_env):
 
 
 def test_submit_scores_and_advances_then_terminates(make_tiny_env):
-    env = make_tiny_env()
-    obs, _ = env.reset("harbor")
+    env = gym.wrappers.RecordEpisodeStatistics(make_tiny_env())  # episode statistics are the wrapper's job
+    obs, _ = env.reset(options={"event_id": "harbor"})
     rewards = []
     for step in range(3):
         obs, reward, terminated, truncated, info = env.step(
@@ -94,7 +96,7 @@ def test_submit_scores_and_advances_then_terminates(make_tiny_env):
         if not terminated:
             assert obs["step"] == step + 1 and [m["role"] for m in obs["messages"]] == ["system", "user"]
     assert rewards == pytest.approx([-0.08] * 3)
-    assert info["episode"]["return"] == pytest.approx(-0.24)
+    assert info["episode"]["r"] == pytest.approx(-0.24) and info["episode"]["l"] == 3
     with pytest.raises(RuntimeError):
         env.step(call("submit_forecast", probabilities=[0.5, 0.5]))
 
@@ -227,14 +229,14 @@ def test_python_tool_disabled_reports_error(make_tiny_env):
 def test_python_tool_uses_the_runner(make_tiny_env):
     seen = []
 
-    def runner(code: str) -> tuple[str, str | None]:
-        seen.append(code)
+    def runner(code: str, now: datetime) -> tuple[str, str | None]:
+        seen.append((code, now))
         return "42\n", None
 
     env = make_tiny_env(python_runner=runner)
     env.reset("harbor")
     obs, *_ = env.step(call("python", code="print(6*7)"))
-    assert tool_contents(obs) == ["42\n"] and seen == ["print(6*7)"]
+    assert tool_contents(obs) == ["42\n"] and seen == [("print(6*7)", env._event.cutoffs[0])]
 
 
 def notebook_for(yes: float, claim: str = "Support is growing", date: str = "2030-01-10") -> dict:
@@ -341,7 +343,11 @@ def test_same_seed_and_actions_give_identical_trajectories(make_tiny_env):
         out += [env.step(a) for a in actions]
         return out
 
-    assert json.dumps(run(), sort_keys=True) == json.dumps(run(), sort_keys=True)
+    # info["record"] is the one non-JSON value; its wall-clock field is the only non-deterministic one.
+    def dump(value: object) -> str:
+        return json.dumps(value, sort_keys=True, default=lambda record: record.deterministic_dict())
+
+    assert dump(run()) == dump(run())
 
 
 def test_check_env_passes(make_tiny_env):
@@ -416,6 +422,8 @@ def test_python_tool_through_the_real_sandbox(make_tiny_env):
     env = make_tiny_env(python_runner=sandbox_python_runner)
     env.reset("harbor")
     obs, *_ = env.step(call("python", code="import math\nprint(round(math.log(9), 4))"))
-    assert tool_contents(obs) == ["2.1972\n"]
+    assert tool_contents(obs) == ["<python_stdout>\n2.1972\n</python_stdout>"]
     obs, *_ = env.step(call("python", code="print(open('/etc/passwd').read())"))
     assert tool_contents(obs)[0].startswith("Error:") and "FileNotFoundError" in tool_contents(obs)[0]
+    obs, *_ = env.step(call("python", code="import datetime\nprint(datetime.date.today())"))
+    assert tool_contents(obs) == [f"<python_stdout>\n{env._event.cutoffs[0].date()}\n</python_stdout>"]

@@ -3,15 +3,15 @@
 from forecast_dojo.agents.base import Agent, ConversationAgent, tool_call
 from forecast_dojo.agents.scripted import EvidenceAgent, UniformAgent
 
-# Name -> factory of a fresh agent. "evidence-lite" researches little per date (one search, 3 hits),
+# Name -> factory of a fresh agent. "evidence-oracle-lite" researches little per date (one search, 3 hits),
 # which is where carrying a notebook between dates pays off.
 AGENTS = {
     "uniform": UniformAgent,
-    "evidence": EvidenceAgent,
-    "evidence-lite": lambda: EvidenceAgent(top_k=3, max_searches=1, name="evidence-lite"),
+    # Oracle-informed: its cue weights are the synthetic generator's likelihood table (an upper reference).
+    "evidence-oracle": lambda: EvidenceAgent(name="evidence-oracle"),
+    "evidence-oracle-lite": lambda: EvidenceAgent(top_k=3, max_searches=1, name="evidence-oracle-lite"),
     "smollm2": lambda: __import__("forecast_dojo.agents.llm", fromlist=["smollm2_agent"]).smollm2_agent(),
 }
-
 
 
 def agent_factory(name: str):
@@ -23,4 +23,12 @@ def agent_factory(name: str):
     return AGENTS[name]
 
 
-__all__ = ["AGENTS", "agent_factory", "Agent", "ConversationAgent", "EvidenceAgent", "UniformAgent", "tool_call"]
+__all__ = [
+    "AGENTS",
+    "agent_factory",
+    "Agent",
+    "ConversationAgent",
+    "EvidenceAgent",
+    "UniformAgent",
+    "tool_call",
+]

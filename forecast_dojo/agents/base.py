@@ -9,12 +9,18 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
+from forecast_dojo.spaces import Action, Observation
+
 
 @runtime_checkable
 class Agent(Protocol):
+    """Anything with a ``name`` and ``act(observation) -> action``."""
+
     name: str
 
-    def act(self, observation: dict[str, Any]) -> dict[str, Any] | str: ...
+    def act(self, observation: Observation) -> Action:
+        """One assistant turn for the observation."""
+        ...
 
 
 def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -38,7 +44,8 @@ class ConversationAgent:
         self.messages: list[dict[str, Any]] = []
         self._position: tuple[str, int] | None = None
 
-    def act(self, observation: dict[str, Any]) -> dict[str, Any] | str:
+    def act(self, observation: Observation) -> Action:
+        """Record the new messages (a new step starts a fresh transcript) and respond."""
         position = (observation["event_id"], int(observation["step"]))
         if position != self._position:
             self._position = position
@@ -49,8 +56,9 @@ class ConversationAgent:
         self.messages.append(action if isinstance(action, dict) else {"role": "assistant", "content": action})
         return action
 
-    def on_new_step(self, observation: dict[str, Any]) -> None:
+    def on_new_step(self, observation: Observation) -> None:
         """Hook: a new forecast step (and so a fresh context) begins."""
 
-    def respond(self, observation: dict[str, Any]) -> dict[str, Any] | str:
+    def respond(self, observation: Observation) -> Action:
+        """The turn for the current transcript (``self.messages``); subclasses implement it."""
         raise NotImplementedError

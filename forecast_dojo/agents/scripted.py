@@ -17,7 +17,7 @@ from datetime import date
 from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent, tool_call
-from forecast_dojo.prompts import parse_step_prompt
+from forecast_dojo.spaces import Observation
 
 # Sourcing cues and the likelihood ratio a reader gives a sentence that uses them.
 CUE_WEIGHTS: tuple[tuple[re.Pattern[str], float, str], ...] = tuple(
@@ -72,9 +72,9 @@ class UniformAgent(ConversationAgent):
 
     name = "uniform"
 
-    def respond(self, observation: dict[str, Any]) -> dict[str, Any]:
-        fields = parse_step_prompt(self.messages[1]["content"])
-        k = len(fields["outcomes"])
+    def respond(self, observation: Observation) -> dict[str, Any]:
+        """Submit ``1/K`` for each of the K outcomes."""
+        k = len(observation["outcomes"])
         return tool_call("submit_forecast", probabilities=[1.0 / k] * k)
 
 
@@ -115,9 +115,14 @@ class EvidenceAgent(ConversationAgent):
         self.max_searches = max_searches
         self.temperature = temperature
 
-    def on_new_step(self, observation: dict[str, Any]) -> None:
-        prompt = next(m["content"] for m in observation["messages"] if m["role"] == "user")
-        self.fields = parse_step_prompt(prompt)
+    def on_new_step(self, observation: Observation) -> None:
+        """Plan the step's searches from the question and outcomes; read the carried notebook."""
+        self.fields = {
+            "question": observation["question"],
+            "outcomes": list(observation["outcomes"]),
+            "notebook": json.loads(observation["notebook"]) if observation["notebook"] else None,
+        }
+        self.memory = observation["memory"]
         self.queries = [self.fields["question"]]
         if len(self.fields["outcomes"]) > 2:
             topic = " ".join(sorted(_key_terms(self.fields["question"]), key=str.lower))
@@ -126,7 +131,8 @@ class EvidenceAgent(ConversationAgent):
         self.searches_done = 0
         self.seen: dict[str, dict[str, Any]] = {}
 
-    def respond(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def respond(self, observation: Observation) -> dict[str, Any]:
+        """Run the next planned search while the budget allows, then submit."""
         for message in observation["messages"]:
             if (
                 message["role"] == "tool"
@@ -135,10 +141,7 @@ class EvidenceAgent(ConversationAgent):
             ):
                 for result in json.loads(message["content"]):
                     self.seen.setdefault(result["id"], result)
-        budget_notice = any(
-            "Budget spent" in m["content"] for m in observation["messages"] if m["role"] == "user"
-        )
-        if self.searches_done < len(self.queries) and not budget_notice:
+        if self.searches_done < len(self.queries) and observation["budget_left"]["tool_calls"] > 0:
             query = self.queries[self.searches_done]
             self.searches_done += 1
             return tool_call("search", query=query, top_k=self.top_k)
@@ -193,7 +196,7 @@ class EvidenceAgent(ConversationAgent):
         weights = [math.exp(v - top) for v in logits]
         probabilities = [w / sum(weights) for w in weights]
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
-        if "notebook" in self.messages[0]["content"] and "Memory:" in self.messages[0]["content"]:
+        if self.memory == "notebook":
             strongest = sorted(ledger.items(), key=lambda item: (-item[1][1], item[1][3], item[0]))[:40]
             arguments["notebook"] = {
                 "assessment": arguments["probabilities"],

@@ -10,6 +10,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
+ERROR_EXIT = 2
+STRICT_EXIT = 3
+
 
 def _day(value: str) -> date:
     try:
@@ -54,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--no-bm25", action="store_true", help="do not build the BM25 index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing corpus in --out")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"fail (exit {STRICT_EXIT}) when a cleaning stage removes more than half of its input, "
+        "instead of warning",
+    )
     build.set_defaults(func=run_build)
 
 
@@ -63,13 +72,12 @@ def run_build(args: argparse.Namespace) -> int:
 
     from forecast_dojo.corpus.pipeline import (
         BuildRecipe,
-        RecipeError,
+        StrictBuildError,
         build_from_source,
         default_recipe,
         print_report,
     )
-    from forecast_dojo.corpus.store import CorpusError
-    from forecast_dojo.schema import SchemaError
+    from forecast_dojo.errors import ForecastDojoError
 
     try:
         recipe = (
@@ -87,6 +95,7 @@ def run_build(args: argparse.Namespace) -> int:
             "end": args.end,
             "progress": not args.no_progress,
             "overwrite": args.overwrite,
+            "strict": args.strict,
         }
         if args.runner == "ray":
             from forecast_dojo.corpus.ray_pipeline import build_with_ray
@@ -100,9 +109,12 @@ def run_build(args: argparse.Namespace) -> int:
         built = build_indexes(
             result.corpus, dense=dense, bm25=not args.no_bm25, progress=not args.no_progress
         )
-    except (RecipeError, CorpusError, SchemaError, FileNotFoundError, ValueError) as err:
+    except StrictBuildError as err:
         print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
-        return 2
+        return STRICT_EXIT
+    except (ForecastDojoError, FileNotFoundError, ValueError) as err:
+        print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
+        return ERROR_EXIT
     print_report(result.report)
     print(
         f"  indexes: {', '.join(f'{k}={v}' for k, v in built.items()) or 'none (exact scan at search time)'}"

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.embedders import Embedder
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, iso, to_micros
 
@@ -56,7 +57,7 @@ DOCUMENT_SCHEMA = pa.schema(
 )
 
 
-class CorpusError(RuntimeError):
+class CorpusError(ForecastDojoError, RuntimeError):
     """A corpus directory that is missing, corrupted, or does not match what the caller expects."""
 
 

@@ -1,4 +1,4 @@
-"""Evaluation: run agents over events, score them, compare with baselines (oracle, market, uniform)."""
+"""Evaluation: run agents over events (resumable studies), score them in the field's conventions, report."""
 
 from forecast_dojo.evaluation.metrics import paired_difference, summarize
 from forecast_dojo.evaluation.runner import baseline_rows, run_episode, run_episodes

@@ -1,40 +1,100 @@
-"""``forecast-dojo run``: evaluate agents (memory-free and memory-on) against baselines; ``forecast-dojo world``."""
+"""``forecast-dojo run`` (a resumable evaluation study), ``forecast-dojo report`` and ``forecast-dojo world``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 from pathlib import Path
 from typing import Any
 
+SPLITS = ("all", "train", "eval")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``run``, ``report`` and ``world`` subcommands."""
     run = subparsers.add_parser(
         "run",
         help="evaluate agents on an environment (default: the embedded synthetic world)",
-        description="Run agents through every event of an environment in each memory mode, log trajectories, "
-        "and print proper scores with 95%% intervals next to the uniform, market and (synthetic) oracle baselines.",
+        description="Run agents through events in each mode (memory-free, notebook, no-tools, notebook controls), "
+        "log every step as it ends (rerunning the same command resumes; --overwrite starts afresh), and report "
+        "the field's metrics (Brier loss, Brier Index, log loss, accuracy, ECE) with event-bootstrap 95 % "
+        "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts.",
     )
     run.add_argument(
-        "--spec", type=Path, help="an environment spec (envs/<name>.toml); default: the synthetic world"
+        "--spec",
+        help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world",
     )
     run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
     run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
     run.add_argument(
         "--agents",
         nargs="+",
-        default=["evidence", "evidence-lite"],
-        help="agents to run (default: evidence evidence-lite)",
+        default=["honest", "evidence-oracle", "evidence-oracle-lite"],
+        help="agents: scripted names (honest, evidence-oracle, evidence-oracle-lite, uniform, smollm2), "
+        "'openai' (with --base-url/--model) or 'hf:<path>' (a local checkpoint)",
     )
-    run.add_argument("--memory", nargs="+", default=["none", "notebook"], choices=["none", "notebook"])
+    run.add_argument(
+        "--modes",
+        "--memory",
+        dest="modes",
+        nargs="+",
+        default=["none", "notebook"],
+        help="none, notebook, no-tools, notebook-empty, notebook-stale, notebook-shuffled, notebook-oracle",
+    )
+    run.add_argument("--rollouts", type=int, default=1, help="episodes per (agent, mode, event)")
+    run.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="eval",
+        help="which events: the synthetic world's held-out half (eval, default), its train half, or all; "
+        "a spec's events file is used as it is",
+    )
+    run.add_argument("--event-ids", nargs="+", help="only these events")
+    run.add_argument("--sample", type=int, help="a seeded random sample of N events")
     run.add_argument("--max-events", type=int, default=None, help="only the first N events (by id)")
     run.add_argument(
-        "--out", type=Path, default=Path("runs/latest"), help="output folder (logs, rows, summary)"
+        "--train-events",
+        type=Path,
+        help="training events (base rate, honest agent's cue weights); "
+        "default: the spec's train.jsonl next to its events, or the synthetic train half",
     )
+    run.add_argument(
+        "--step", type=int, help="evaluate only this forecast step of each selected event (no study)"
+    )
+    run.add_argument(
+        "--notebook", type=Path, help="with --step: the notebook (JSON file) to start the step from"
+    )
+    run.add_argument("--out", type=Path, default=Path("runs/latest"), help="the study folder")
+    run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
+    run.add_argument("--concurrency", type=int, default=1, help="episodes in flight (for server agents)")
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
     run.add_argument("--max-turns", type=int, help="turns per forecast step (default: the spec's budget)")
     run.add_argument("--max-tool-calls", type=int, help="tool calls per forecast step (default: the spec's)")
+    run.add_argument(
+        "--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
+    )
+    server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
+    server.add_argument("--base-url", help="e.g. http://127.0.0.1:8000/v1")
+    server.add_argument("--model", help="the model name the server expects")
+    server.add_argument("--api-key", help="default: $OPENAI_API_KEY or 'EMPTY'")
+    server.add_argument("--temperature", type=float, default=0.0)
+    server.add_argument("--max-tokens", type=int, default=512)
+    server.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    server.add_argument("--retries", type=int, default=4)
+    server.add_argument("--tool-mode", choices=["native", "text"], default="native")
     run.set_defaults(func=run_command)
+
+    report = subparsers.add_parser(
+        "report",
+        help="write report.md, report.json and figures for one or more study folders",
+        description="Recompute every metric from the logs of study folders (written by 'forecast-dojo run').",
+    )
+    report.add_argument("runs", nargs="+", type=Path, help="study folders")
+    report.add_argument("--out", type=Path, help="where to write (default: the first study folder)")
+    report.add_argument("--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD)")
+    report.add_argument("--no-plots", action="store_true")
+    report.set_defaults(func=report_command)
 
     world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
     world.add_argument("--seed", type=int, default=0)
@@ -43,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def world_command(args: argparse.Namespace) -> int:
+    """Build or find the synthetic world and print its paths."""
     from forecast_dojo.synthetic import ensure_synthetic_world
 
     paths = ensure_synthetic_world(args.seed, embedder=args.embedder)
@@ -50,75 +111,232 @@ def world_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_command(args: argparse.Namespace) -> int:
-    from forecast_dojo.agents import AGENTS, agent_factory
-    from forecast_dojo.evaluation.metrics import format_table, paired_difference, summarize
-    from forecast_dojo.evaluation.runner import baseline_rows, run_episodes
-    from forecast_dojo.spec import EnvSpec, make_env
+def synthetic_split(event_ids: list[str], split: str) -> list[str]:
+    """The synthetic world's split: events at even positions (sorted by id) train, odd ones evaluate."""
+    ordered = sorted(event_ids)
+    if split == "train":
+        return ordered[0::2]
+    if split == "eval":
+        return ordered[1::2]
+    return ordered
 
-    unknown = [a for a in args.agents if a not in AGENTS and not a.startswith("hf:")]
-    if unknown:
-        raise SystemExit(f"unknown agent(s) {unknown}; known: {sorted(AGENTS)}")
-    spec = EnvSpec.from_toml(args.spec) if args.spec else EnvSpec(name="Synthetic-v0", world="synthetic")
+
+def _select(args: argparse.Namespace, events: list[Any], synthetic: bool) -> list[Any]:
+    by_id = {e.id: e for e in events}
+    ids = synthetic_split(list(by_id), args.split) if synthetic else sorted(by_id)
+    if args.event_ids:
+        missing = [i for i in args.event_ids if i not in by_id]
+        if missing:
+            raise SystemExit(f"unknown event id(s) {missing}")
+        ids = [i for i in args.event_ids]
+    if args.sample is not None:
+        ids = sorted(random.Random(args.seed).sample(ids, min(args.sample, len(ids))))
+    if args.max_events is not None:
+        ids = ids[: args.max_events]
+    return [by_id[i] for i in ids]
+
+
+def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
+    from forecast_dojo.agents import AGENTS
+
+    factories: dict[str, Any] = {}
+    for name in args.agents:
+        if name == "openai":
+            if not args.base_url or not args.model:
+                raise SystemExit("agent 'openai' needs --base-url and --model")
+            from forecast_dojo.agents.openai_agent import OpenAIAgent, OpenAIConfig
+
+            config = OpenAIConfig(
+                base_url=args.base_url,
+                model=args.model,
+                api_key=args.api_key,
+                temperature=args.temperature,
+                max_tokens=args.max_tokens,
+                timeout_s=args.timeout,
+                max_retries=args.retries,
+                concurrency=max(args.concurrency, 1),
+                tool_mode=args.tool_mode,
+            )
+            label = f"openai-{args.model.replace('/', '_')}"
+            factories[label] = lambda env, config=config, label=label: OpenAIAgent(
+                config, env.tool_schemas(), name=label
+            )
+        elif name.startswith("hf:"):
+            path = name.removeprefix("hf:")
+            from forecast_dojo.agents.llm import TransformersAgent
+
+            label = f"hf-{Path(path).name}"
+            factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
+                path, name=label
+            )
+        elif name == "honest":
+            from forecast_dojo.agents.honest import HonestEvidenceAgent
+
+            factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(model)
+        elif name in AGENTS:
+            factories[name] = lambda env, name=name: AGENTS[name]()
+        else:
+            raise SystemExit(
+                f"unknown agent {name!r}; known: {sorted(AGENTS) + ['honest', 'openai', 'hf:<path>']}"
+            )
+    return factories
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run or resume a study, then write its report."""
+    from forecast_dojo.evaluation.baselines import BaseRate, reference_records
+    from forecast_dojo.evaluation.report import write_report
+    from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
+    from forecast_dojo.make import make as make_env
+    from forecast_dojo.make import resolve_spec
+    from forecast_dojo.prompts import Budgets
+
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        raise SystemExit(f"unknown mode(s) {bad}; known: {list(MODES)}")
+    spec = resolve_spec(args.spec or "Synthetic-v0")
+    synthetic = spec.world == "synthetic"
     overrides: dict[str, Any] = {"seed": args.seed}
     if args.embedder:
         overrides["embedder"] = args.embedder
     for budget in ("max_turns", "max_tool_calls"):
         if getattr(args, budget) is not None:
             overrides[budget] = getattr(args, budget)
-    if args.no_python:
-        overrides["tools"] = tuple(t for t in spec.tools if t != "python")
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    events = None
-    for memory in args.memory:
-        for agent_name in args.agents:
-            log_dir = args.out / f"{agent_name.replace('/', '_').replace(':', '-')}-{memory}"
-            if (log_dir / "steps.jsonl").exists():
-                raise SystemExit(f"{log_dir} already holds a log; choose another --out")
-            env = make_env(
-                spec,
-                memory=memory,
-                log_dir=log_dir,
-                run_metadata={"seed": args.seed, "agent": agent_name},
-                **overrides,
-            )
-            events = sorted(env.events, key=lambda e: e.id)[: args.max_events]
-            rows += run_episodes(env, agent_factory(agent_name), [e.id for e in events], seed=args.seed)
-            env.close()
-    assert events is not None
+    overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
+
+    def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
+        options = dict(overrides) | extra
+        if mode == "no-tools":
+            options |= {"tools": ("submit_forecast",), "budgets": Budgets(max_tool_calls=0, max_turns=1)}
+            options.pop("max_turns", None)
+            options.pop("max_tool_calls", None)
+        return make_env(
+            spec,
+            memory="notebook" if mode.startswith("notebook") else "none",
+            run_metadata=metadata,
+            **options,
+        )
+
+    probe = env_for("none", {})
+    all_events = list(probe.events)
+    events = _select(args, all_events, synthetic)
+    if not events:
+        raise SystemExit("no events selected")
+    # training events: base rate and the honest agent's cue weights
+    train_env = None
+    if args.train_events:
+        train_env = make_env(spec, memory="none", events=args.train_events, **overrides)
+    elif synthetic:
+        train_env = probe
+    elif spec.events is not None and (spec.events.parent / "train.jsonl").exists():
+        train_env = make_env(spec, memory="none", events=spec.events.parent / "train.jsonl", **overrides)
+    if synthetic and not args.train_events:
+        train_ids = synthetic_split([e.id for e in all_events], "train")
+        overlap = sorted({e.id for e in events} & set(train_ids))
+        if overlap and ("honest" in args.agents):
+            print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
+    else:
+        train_ids = [e.id for e in train_env.events] if train_env is not None else []
+    train_events = [e for e in (train_env.events if train_env is not None else []) if e.id in set(train_ids)]
+    honest_model = None
+    if "honest" in args.agents:
+        from forecast_dojo.agents.honest import CueModel, fit_cue_model
+
+        if train_env is None:
+            raise SystemExit("the honest agent needs training events (--train-events)")
+        args.out.mkdir(parents=True, exist_ok=True)
+        cached = args.out / "honest-cues.json"
+        if cached.exists() and not args.overwrite:
+            honest_model = CueModel.load(cached)
+        else:
+            honest_model = fit_cue_model(train_env, sorted(train_ids), progress=True)
+            honest_model.save(cached)
     oracle = None
-    if spec.world == "synthetic":
+    if synthetic:
         from forecast_dojo.synthetic import ensure_synthetic_world, load_oracle
 
         oracle = load_oracle(
             ensure_synthetic_world(args.seed, embedder=args.embedder or "minilm").oracle_path
         )
-    rows += baseline_rows(events, oracle=oracle)
-    table = summarize(rows)
+    factories = _agent_factories(args, honest_model)
+    if args.step is not None:
+        return _single_steps(args, factories, events, env_for)
+    try:
+        result = run_study(
+            args.out,
+            factories,
+            args.modes,
+            events,
+            env_for,
+            rollouts=args.rollouts,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            overwrite=args.overwrite,
+            oracle=oracle,
+            config={"spec": str(args.spec) if args.spec else "synthetic", "train_events": len(train_events)},
+        )
+    except StudyError as err:
+        raise SystemExit(str(err)) from err
+    base_rate = BaseRate(train_events) if train_events else None
+    references = reference_records(events, base_rate=base_rate, oracle=oracle)
+    # an agent named like a reference (the scripted uniform agent) replaces it: one 'uniform' in the table
+    references = [r for r in references if r.agent not in factories]
+    write_references(args.out, references)
+    print(f"\n{result['played']} steps played now, {result['reused']} reused from the logs in {args.out}/")
+    report = write_report([args.out], args.out, knowledge_cutoff=args.knowledge_cutoff)
     print()
-    print(format_table(table))
-    comparisons = []
-    for agent_name in args.agents:
-        if {"none", "notebook"} <= set(args.memory):
-            comparisons.append(paired_difference(rows, (agent_name, "notebook"), (agent_name, "none")))
-        if oracle is not None:
-            for memory in args.memory:
-                comparisons.append(paired_difference(rows, (agent_name, memory), ("oracle", "-")))
-    if comparisons:
-        print("\nPaired Brier differences (a - b; positive means a scored better):")
-        for c in comparisons:
-            print(
-                f"  {c['a'][0]}/{c['a'][1]} - {c['b'][0]}/{c['b'][1]}: {c['mean']:+.4f} [{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}] over {c['steps']} steps"
-            )
-    with (args.out / "rows.jsonl").open("w") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
-    (args.out / "summary.json").write_text(
-        json.dumps({"table": table, "comparisons": comparisons}, indent=2, default=list)
-    )
-    from forecast_dojo.evaluation.plots import plot_run
+    print(report["table_text"])
+    for line in report["comparison_lines"]:
+        print(line)
+    print(f"\nLogs, report.md, report.json and figures in {args.out}/")
+    return 0
 
-    plot_run(rows, {e.id: e.outcome_index for e in events}, args.out / "scores.png")
-    print(f"\nTrajectory logs, rows, summary and figure (scores.png) in {args.out}/")
+
+def _single_steps(
+    args: argparse.Namespace, factories: dict[str, Any], events: list[Any], env_for: Any
+) -> int:
+    """Play one step of each selected event from a given notebook, for each agent and mode; print the records."""
+    from forecast_dojo.evaluation.metrics import brier_loss
+    from forecast_dojo.evaluation.study import evaluate_step
+
+    notebook = args.notebook.read_text() if args.notebook else None
+    for name, factory in factories.items():
+        for mode in args.modes:
+            if mode not in ("none", "notebook", "no-tools"):
+                raise SystemExit("--step works with the modes none, notebook and no-tools")
+            env = env_for(mode, {"agent": name, "mode": mode, "single_step": True})
+            for event in events:
+                if not 0 <= args.step < event.n_steps:
+                    print(f"{event.id}: no step {args.step} (it has {event.n_steps})")
+                    continue
+                record = evaluate_step(
+                    env, factory(env), event.id, args.step, notebook=notebook if mode == "notebook" else None
+                )
+                print(
+                    json.dumps(
+                        {
+                            "agent": name,
+                            "mode": mode,
+                            "event_id": event.id,
+                            "step": record.step,
+                            "forecast": record.forecast,
+                            "brier": brier_loss(record.forecast, record.outcome_index),
+                            "flags": record.flags,
+                            "notebook_out": record.notebook_out,
+                        }
+                    )
+                )
+    return 0
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """Write the report of one or more study folders."""
+    from forecast_dojo.evaluation.report import write_report
+
+    out = args.out or args.runs[0]
+    report = write_report(args.runs, out, knowledge_cutoff=args.knowledge_cutoff, plots=not args.no_plots)
+    print(report["table_text"])
+    for line in report["comparison_lines"]:
+        print(line)
+    print(f"\nreport.md and report.json in {out}/")
     return 0

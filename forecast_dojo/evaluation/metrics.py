@@ -1,106 +1,573 @@
-"""Summaries with uncertainty: mean proper scores with bootstrap intervals, and paired comparisons.
+"""The field's forecasting metrics, as pure functions over evaluation rows.
 
-Bootstrap resampling is over events (steps of one event are correlated), with a fixed seed, so a
-summary of the same rows is always the same.
+Conventions (those of the forecasting literature, not of RL):
+
+* **Brier** is the multiclass Brier *loss* ``sum_k (p_k - y_k)^2`` in [0, 2]: lower is better. The
+  env's RL reward is its negative (``forecast_dojo.scoring.brier_score``).
+* **Brier Index** (ForecastBench / FABench) is ``100 * (1 - sqrt(B / 2))`` of a mean Brier loss
+  ``B``: ``B / 2`` is exactly the binary Brier score on binary questions, so the index equals
+  FABench's there (uniform = 50, perfect = 100) and is the same normalization for K > 2.
+* **Log loss** is ``-ln max(p_outcome, 1e-3)``; **accuracy** is top-1 with fractional ties (1 / the
+  number of tied top outcomes when the realized one is among them); **ECE** is the top-label
+  expected calibration error over 10 equal-width bins.
+
+A *row* is one scored forecast step: a dict with at least ``agent``, ``memory`` (the mode: ``none``,
+``notebook``, ``no-tools``, a notebook control, or ``-`` for a reference forecaster), ``event_id``,
+``step``, ``forecast`` and ``outcome_index``; optional ``rollout`` (None for deterministic
+references), ``n_steps``, ``market``, ``oracle``, ``flags``, ``source``, ``horizon_days``,
+``open_at``, ``tokens``, ``tool_calls_by_kind``, ``wall_s``.
+
+Aggregation is the mean within each event, then the mean across events (every event weighs the
+same, however many steps it has). Intervals resample events (an event's steps are correlated) with
+a fixed seed, so the same rows always give the same summary.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-SCORES = ("brier", "log", "spherical")
+LOG_FLOOR = 1e-3
+N_BINS = 10
+FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
+HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
+THIRDS = ("first", "middle", "last")
+
+Row = dict[str, Any]
+Key = tuple[str, int, Any]
 
 
-def _event_bootstrap(
-    values_by_event: dict[str, list[float]], n_boot: int, seed: int
+# ---------------------------------------------------------------------------- per-forecast metrics
+
+
+def brier_loss(probabilities: Sequence[float], outcome: int) -> float:
+    """Multiclass Brier loss ``sum_k (p_k - [k == outcome])^2``, in [0, 2]; lower is better.
+
+    Args:
+        probabilities: the forecast over the K outcomes.
+        outcome: index of the realized outcome.
+
+    Returns:
+        The loss (0 for a certain correct forecast, 2 for a certain wrong one).
+    """
+    return sum((p - (1.0 if k == outcome else 0.0)) ** 2 for k, p in enumerate(probabilities))
+
+
+def log_loss(probabilities: Sequence[float], outcome: int, floor: float = LOG_FLOOR) -> float:
+    """Log loss with a probability floor: ``-ln max(p_outcome, floor)``, in [0, -ln floor].
+
+    Args:
+        probabilities: the forecast over the K outcomes.
+        outcome: index of the realized outcome.
+        floor: smallest probability counted (1e-3 by default, as the env's log reward).
+
+    Returns:
+        The loss; lower is better.
+    """
+    return -math.log(max(probabilities[outcome], floor))
+
+
+def accuracy(probabilities: Sequence[float], outcome: int, tol: float = 1e-12) -> float:
+    """Top-1 accuracy with fractional ties: ``1 / |argmax|`` if the realized outcome is a top outcome, else 0.
+
+    Args:
+        probabilities: the forecast over the K outcomes.
+        outcome: index of the realized outcome.
+        tol: probabilities within ``tol`` of the maximum count as tied.
+
+    Returns:
+        A value in [0, 1] (0.5 for a uniform binary forecast).
+    """
+    top = max(probabilities)
+    tied = [k for k, p in enumerate(probabilities) if p >= top - tol]
+    return 1.0 / len(tied) if outcome in tied else 0.0
+
+
+def brier_index(mean_brier: float) -> float:
+    """Brier Index ``100 * (1 - sqrt(B / 2))`` of a mean multiclass Brier loss (see module docstring).
+
+    Args:
+        mean_brier: a mean multiclass Brier loss in [0, 2].
+
+    Returns:
+        The index: 100 is perfect, 50 is the uniform binary forecast, 0 the worst.
+    """
+    return 100.0 * (1.0 - math.sqrt(max(mean_brier, 0.0) / 2.0))
+
+
+def expected_calibration_error(
+    forecasts: Sequence[Sequence[float]],
+    outcomes: Sequence[int],
+    weights: Sequence[float] | None = None,
+    n_bins: int = N_BINS,
+) -> float:
+    """Top-label ECE: ``sum_b w_b / W * |accuracy_b - confidence_b|`` over equal-width confidence bins.
+
+    The confidence of a forecast is its largest probability; its accuracy is :func:`accuracy`.
+
+    Args:
+        forecasts: one distribution per forecast.
+        outcomes: realized outcome index of each forecast.
+        weights: optional weight per forecast (e.g. 1 / steps of its event); 1 each by default.
+        n_bins: number of bins of [0, 1] (the last one includes 1.0).
+
+    Returns:
+        The ECE in [0, 1]; NaN for no forecasts.
+    """
+    if not forecasts:
+        return float("nan")
+    weights = [1.0] * len(forecasts) if weights is None else list(weights)
+    total = [0.0] * n_bins
+    conf = [0.0] * n_bins
+    acc = [0.0] * n_bins
+    for forecast, outcome, weight in zip(forecasts, outcomes, weights, strict=True):
+        confidence = max(forecast)
+        b = min(int(confidence * n_bins), n_bins - 1)
+        total[b] += weight
+        conf[b] += weight * confidence
+        acc[b] += weight * accuracy(forecast, outcome)
+    mass = sum(total)
+    return sum(abs(acc[b] - conf[b]) for b in range(n_bins) if total[b] > 0) / mass
+
+
+def reliability_bins(
+    forecasts: Sequence[Sequence[float]], outcomes: Sequence[int], n_bins: int = N_BINS
+) -> list[dict[str, float]]:
+    """Reliability-diagram points over every outcome of every forecast (K points per forecast).
+
+    Args:
+        forecasts: one distribution per forecast.
+        outcomes: realized outcome index of each forecast.
+        n_bins: number of equal-width bins.
+
+    Returns:
+        One ``{"bin", "mean_forecast", "observed", "count"}`` per non-empty bin, in bin order.
+    """
+    bins: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for forecast, outcome in zip(forecasts, outcomes, strict=True):
+        for k, p in enumerate(forecast):
+            bins[min(int(p * n_bins), n_bins - 1)].append((p, 1.0 if k == outcome else 0.0))
+    return [
+        {
+            "bin": b,
+            "mean_forecast": sum(p for p, _ in pairs) / len(pairs),
+            "observed": sum(y for _, y in pairs) / len(pairs),
+            "count": len(pairs),
+        }
+        for b, pairs in sorted(bins.items())
+    ]
+
+
+def step_metrics(row: Row) -> dict[str, float]:
+    """Every per-step metric of one row: brier, log_loss, accuracy, and where known regret / vs_market.
+
+    ``regret`` is ``brier - brier(oracle)`` (synthetic world), ``vs_market`` is ``brier - brier(market)``
+    at the same step (both lower is better for the agent).
+
+    Args:
+        row: an evaluation row (``forecast``, ``outcome_index``, optional ``oracle`` and ``market``).
+
+    Returns:
+        The metrics of that step.
+    """
+    p, o = row["forecast"], row["outcome_index"]
+    out = {"brier": brier_loss(p, o), "log_loss": log_loss(p, o), "accuracy": accuracy(p, o)}
+    if row.get("oracle") is not None:
+        out["regret"] = out["brier"] - brier_loss(row["oracle"], o)
+    if row.get("market") is not None:
+        out["vs_market"] = out["brier"] - brier_loss(row["market"], o)
+    return out
+
+
+# ---------------------------------------------------------------------------- aggregation
+
+
+def event_mean(values_by_event: dict[str, list[float]]) -> float:
+    """Mean within each event, then across events.
+
+    Args:
+        values_by_event: per event, the values of its steps (empty lists are ignored).
+
+    Returns:
+        The mean of event means; NaN when there is no value.
+    """
+    means = [sum(v) / len(v) for v in values_by_event.values() if v]
+    return sum(means) / len(means) if means else float("nan")
+
+
+def event_bootstrap(
+    values_by_event: dict[str, list[float]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    statistic: Callable[[np.ndarray], float] | None = None,
 ) -> tuple[float, float, float]:
-    events = sorted(values_by_event)
-    sums = np.array([sum(values_by_event[e]) for e in events])
-    counts = np.array([len(values_by_event[e]) for e in events])
-    mean = float(sums.sum() / counts.sum())
+    """Event-clustered bootstrap of the mean of event means: (estimate, 2.5 %, 97.5 % percentiles).
+
+    Events are resampled with replacement (sorted by id first, so the result does not depend on
+    dict order); with fewer than two events the interval is NaN.
+
+    Args:
+        values_by_event: per event, the values of its steps.
+        n_boot: number of bootstrap resamples.
+        seed: seed of the resampling (same seed, same interval).
+        statistic: optional transform of each resample's mean (e.g. the Brier Index).
+
+    Returns:
+        (estimate, low, high).
+    """
+    events = sorted(e for e, v in values_by_event.items() if v)
+    means = np.array([sum(values_by_event[e]) / len(values_by_event[e]) for e in events], dtype=float)
+    transform = statistic or (lambda x: x)
+    if len(events) == 0:
+        return float("nan"), float("nan"), float("nan")
+    estimate = float(transform(np.array(means.mean())))
     if len(events) < 2:
-        return mean, float("nan"), float("nan")
+        return estimate, float("nan"), float("nan")
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(events), size=(n_boot, len(events)))
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return mean, float(low), float(high)
+    resampled = np.asarray(transform(means[draws].mean(axis=1)), dtype=float)
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return estimate, float(low), float(high)
 
 
-def summarize(rows: Sequence[dict[str, Any]], *, n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
-    """One line per (agent, memory): steps, invalid share, and each mean score with a 95 % interval."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+def _by_event(rows: Iterable[Row], value: Callable[[Row], float | None]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        groups[(row["agent"], row["memory"])].append(row)
-    table = []
-    for (agent, memory), group in sorted(groups.items()):
-        line: dict[str, Any] = {
-            "agent": agent,
-            "memory": memory,
-            "events": len({r["event_id"] for r in group}),
-            "steps": len(group),
-            "invalid": sum(not r["valid"] for r in group) / len(group),
-        }
-        for score in SCORES:
-            by_event: dict[str, list[float]] = defaultdict(list)
-            for r in group:
-                by_event[r["event_id"]].append(r[f"score_{score}"])
-            mean, low, high = _event_bootstrap(by_event, n_boot, seed)
-            line[score] = mean
-            line[f"{score}_ci"] = (low, high)
-        table.append(line)
-    return table
+        v = value(row)
+        if v is not None:
+            out[row["event_id"]].append(v)
+    return out
+
+
+def _event_weights(rows: Sequence[Row]) -> list[float]:
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        counts[row["event_id"]] += 1
+    return [1.0 / counts[row["event_id"]] for row in rows]
+
+
+def forecaster(row: Row) -> tuple[str, str]:
+    """The (agent, mode) a row belongs to."""
+    return row["agent"], row["memory"]
+
+
+def group_rows(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
+    """Rows grouped by (agent, mode), in sorted order."""
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[forecaster(row)].append(row)
+    return dict(sorted(groups.items()))
+
+
+def tokens_of(row: Row) -> int:
+    """Prompt plus completion tokens of a row (0 when not reported)."""
+    tokens = row.get("tokens") or {}
+    return int(tokens.get("prompt_tokens") or 0) + int(tokens.get("completion_tokens") or 0)
+
+
+def tool_calls_of(row: Row) -> int:
+    """Research tool calls of a row (every kind but the submission)."""
+    return sum(n for kind, n in (row.get("tool_calls_by_kind") or {}).items() if kind != "submit_forecast")
+
+
+def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Every aggregate of one forecaster's rows (see module docstring for the conventions).
+
+    Args:
+        rows: the rows of one (agent, mode).
+        n_boot: bootstrap resamples for the intervals.
+        seed: bootstrap seed.
+
+    Returns:
+        events, steps, rollouts; brier / brier_index / log_loss / accuracy with ``*_ci`` intervals;
+        ece; failure rates (``failure_<flag>``, ``failure_any``); mean tool calls, tokens and wall
+        time per step; and where known ``regret`` and ``vs_market`` (with the number of steps they
+        cover, ``market_steps``).
+    """
+    metrics = [step_metrics(r) for r in rows]
+    line: dict[str, Any] = {
+        "events": len({r["event_id"] for r in rows}),
+        "steps": len(rows),
+        "rollouts": len({r.get("rollout") for r in rows}),
+    }
+    pairs = list(zip(rows, metrics, strict=True))
+    for name in ("brier", "log_loss", "accuracy"):
+        mean, low, high = event_bootstrap(
+            _by_event((r | {"_v": m[name]} for r, m in pairs), lambda r: r["_v"]), n_boot=n_boot, seed=seed
+        )
+        line[name] = mean
+        line[f"{name}_ci"] = (low, high)
+        if name == "brier":
+            index_values = [brier_index(b) for b in (mean, high, low)]  # the index falls as the loss rises
+            line["brier_index"] = index_values[0]
+            line["brier_index_ci"] = (index_values[1], index_values[2])
+    line["ece"] = expected_calibration_error(
+        [r["forecast"] for r in rows], [r["outcome_index"] for r in rows], _event_weights(rows)
+    )
+    for optional in ("regret", "vs_market"):
+        covered = [(r, m) for r, m in pairs if optional in m]
+        if covered:
+            mean, low, high = event_bootstrap(
+                _by_event((r | {"_v": m[optional]} for r, m in covered), lambda r: r["_v"]),
+                n_boot=n_boot,
+                seed=seed,
+            )
+            line[optional] = mean
+            line[f"{optional}_ci"] = (low, high)
+            if optional == "vs_market":
+                line["market_steps"] = len(covered)
+                market_brier = event_mean(
+                    _by_event(
+                        (r | {"_v": brier_loss(r["market"], r["outcome_index"])} for r, _ in covered),
+                        lambda r: r["_v"],
+                    )
+                )
+                own = event_mean(_by_event((r | {"_v": m["brier"]} for r, m in covered), lambda r: r["_v"]))
+                line["skill_vs_market"] = 1.0 - own / market_brier if market_brier > 0 else float("nan")
+    for flag in FAILURE_FLAGS:
+        line[f"failure_{flag}"] = sum(flag in (r.get("flags") or []) for r in rows) / len(rows)
+    line["failure_any"] = sum(bool(r.get("flags")) for r in rows) / len(rows)
+    line["tool_calls"] = event_mean(_by_event(rows, tool_calls_of))
+    line["tokens"] = event_mean(_by_event(rows, tokens_of))
+    line["wall_s"] = event_mean(_by_event(rows, lambda r: r.get("wall_s")))
+    return line
+
+
+def summarize(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+    """One line per (agent, mode) with :func:`summarize_group`'s aggregates, sorted by agent and mode.
+
+    Args:
+        rows: evaluation rows of any number of forecasters.
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        The table, one dict per forecaster with ``agent`` and ``memory`` keys.
+    """
+    return [
+        {"agent": agent, "memory": memory, **summarize_group(group, n_boot=n_boot, seed=seed)}
+        for (agent, memory), group in group_rows(rows).items()
+    ]
+
+
+def _pair_index(rows: Iterable[Row], who: tuple[str, str]) -> dict[Key, Row]:
+    return {(r["event_id"], int(r["step"]), r.get("rollout")): r for r in rows if forecaster(r) == who}
 
 
 def paired_difference(
-    rows: Sequence[dict[str, Any]],
+    rows: Sequence[Row],
     a: tuple[str, str],
     b: tuple[str, str],
-    score: str = "brier",
+    metric: str | Callable[[Row], float | None] = "brier",
     *,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Mean of ``score(a) - score(b)`` over the steps both scored, with an event-bootstrap 95 % interval.
+    """Mean of ``metric(a) - metric(b)`` over identical (event, step, rollout), with an event-bootstrap interval.
 
-    ``a`` and ``b`` are (agent, memory) pairs; e.g. the notebook agent minus the memory-free one, or
-    an agent minus the oracle (the negative of its regret).
+    A reference forecaster without rollouts (``rollout`` None) pairs with every rollout of the other.
+    For ``brier`` a negative difference means ``a`` is better (lower loss).
+
+    Args:
+        rows: evaluation rows.
+        a: (agent, mode) of the first forecaster.
+        b: (agent, mode) of the second.
+        metric: a :func:`step_metrics` key, ``tokens``, ``tool_calls``, or a function of a row.
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"a", "b", "metric", "steps", "events", "mean", "ci"}``.
+
+    Raises:
+        ValueError: when no step was scored by both.
     """
-    index = {(r["agent"], r["memory"], r["event_id"], r["step"]): r[f"score_{score}"] for r in rows}
+    value = _metric_function(metric)
+    left, right = _pair_index(rows, a), _pair_index(rows, b)
+    right_by_step: dict[tuple[str, int], list[tuple[Any, Row]]] = defaultdict(list)
+    for (event_id, step, rollout), row in right.items():
+        right_by_step[(event_id, step)].append((rollout, row))
     by_event: dict[str, list[float]] = defaultdict(list)
-    for (agent, memory, event_id, step), value in index.items():
-        if (agent, memory) == a and (b[0], b[1], event_id, step) in index:
-            by_event[event_id].append(value - index[(b[0], b[1], event_id, step)])
+    for (event_id, step, rollout), row in sorted(
+        left.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))
+    ):
+        for other_rollout, other in sorted(right_by_step.get((event_id, step), []), key=lambda x: str(x[0])):
+            if rollout is not None and other_rollout is not None and rollout != other_rollout:
+                continue
+            va, vb = value(row), value(other)
+            if va is not None and vb is not None:
+                by_event[event_id].append(va - vb)
     if not by_event:
         raise ValueError(f"no steps scored by both {a} and {b}")
-    mean, low, high = _event_bootstrap(by_event, n_boot, seed)
+    mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
     return {
-        "a": a,
-        "b": b,
-        "score": score,
+        "a": list(a),
+        "b": list(b),
+        "metric": metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),
         "steps": sum(map(len, by_event.values())),
+        "events": len(by_event),
         "mean": mean,
         "ci": (low, high),
     }
 
 
-def format_table(table: Sequence[dict[str, Any]]) -> str:
-    """A fixed-width text table of :func:`summarize` output (higher scores are better)."""
-    header = f"{'agent':<14} {'memory':<9} {'events':>6} {'steps':>6} {'invalid':>7}  " + "  ".join(
-        f"{s + ' (95% CI)':>26}" for s in SCORES
+def _metric_function(metric: str | Callable[[Row], float | None]) -> Callable[[Row], float | None]:
+    if callable(metric):
+        return metric
+    if metric == "tokens":
+        return tokens_of
+    if metric == "tool_calls":
+        return tool_calls_of
+    return lambda row: step_metrics(row).get(metric)
+
+
+# ---------------------------------------------------------------------------- breakdowns
+
+
+def life_third(step: int, n_steps: int) -> str:
+    """Which third of an event's life a step falls in: ``first``, ``middle`` or ``last``.
+
+    Args:
+        step: 0-based step index.
+        n_steps: the event's number of steps.
+
+    Returns:
+        The third's name (a one-step event is ``first``).
+    """
+    return THIRDS[min(3 * step // max(n_steps, 1), 2)]
+
+
+def horizon_bucket(days: float) -> str:
+    """The horizon bucket (days from the forecast date to the question's close) of a step."""
+    for low, high, name in HORIZON_BUCKETS:
+        if days <= high and days >= low:
+            return name
+    return HORIZON_BUCKETS[0][2] if days < 0 else HORIZON_BUCKETS[-1][2]
+
+
+def breakdown(
+    rows: Sequence[Row], key: Callable[[Row], Any], *, n_boot: int = 1000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Mean Brier (and its interval) per forecaster and per value of ``key`` (e.g. life third, source).
+
+    Args:
+        rows: evaluation rows.
+        key: function of a row giving its slice (rows where it is None are skipped).
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        One ``{"agent", "memory", "slice", "events", "steps", "brier", "brier_ci"}`` per non-empty cell.
+    """
+    cells: dict[tuple[str, str, Any], list[Row]] = defaultdict(list)
+    for row in rows:
+        k = key(row)
+        if k is not None:
+            cells[(*forecaster(row), k)].append(row)
+    out = []
+    for (agent, memory, value), group in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        mean, low, high = event_bootstrap(
+            _by_event(group, lambda r: brier_loss(r["forecast"], r["outcome_index"])),
+            n_boot=n_boot,
+            seed=seed,
+        )
+        out.append(
+            {
+                "agent": agent,
+                "memory": memory,
+                "slice": value,
+                "events": len({r["event_id"] for r in group}),
+                "steps": len(group),
+                "brier": mean,
+                "brier_ci": (low, high),
+            }
+        )
+    return out
+
+
+def by_life_third(rows: Sequence[Row], **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`breakdown` by the third of the event's life (rows need ``n_steps``)."""
+    return breakdown(
+        rows, lambda r: life_third(int(r["step"]), int(r["n_steps"])) if r.get("n_steps") else None, **kwargs
+    )
+
+
+def by_horizon(rows: Sequence[Row], **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`breakdown` by horizon bucket (rows need ``horizon_days``)."""
+    return breakdown(
+        rows,
+        lambda r: horizon_bucket(r["horizon_days"]) if r.get("horizon_days") is not None else None,
+        **kwargs,
+    )
+
+
+def by_source(rows: Sequence[Row], **kwargs: Any) -> list[dict[str, Any]]:
+    """:func:`breakdown` by event source (rows need ``source``)."""
+    return breakdown(rows, lambda r: r.get("source"), **kwargs)
+
+
+def market_coverage(rows: Sequence[Row]) -> dict[str, Any]:
+    """How many distinct (event, step) pairs have a market value, out of all pairs seen."""
+    pairs = {(r["event_id"], int(r["step"])) for r in rows}
+    covered = {(r["event_id"], int(r["step"])) for r in rows if r.get("market") is not None}
+    return {
+        "steps": len(pairs),
+        "with_market": len(covered),
+        "share": len(covered) / len(pairs) if pairs else 0.0,
+    }
+
+
+def contamination_split(rows: Sequence[Row], knowledge_cutoff: str) -> dict[str, list[Row]]:
+    """Split rows by whether their event opened before a model's knowledge cutoff (ISO date).
+
+    Events that opened before the cutoff may be known to the model from pre-training, so scores are
+    reported on all events and on the ``after`` set alone.
+
+    Args:
+        rows: evaluation rows with ``open_at`` (ISO text).
+        knowledge_cutoff: the model's cutoff, ``YYYY-MM-DD``.
+
+    Returns:
+        ``{"before": rows of events opened before the cutoff, "after": the others}``.
+    """
+    out: dict[str, list[Row]] = {"before": [], "after": []}
+    for row in rows:
+        out["before" if str(row.get("open_at", ""))[:10] < knowledge_cutoff else "after"].append(row)
+    return out
+
+
+def format_table(table: Sequence[dict[str, Any]], market: dict[str, Any] | None = None) -> str:
+    """A fixed-width text table of :func:`summarize` output in the field's conventions.
+
+    Brier and log loss are losses (lower is better); the Brier Index and accuracy are higher-is-better.
+    The market's row is marked with the share of steps it covers.
+
+    Args:
+        table: :func:`summarize` lines.
+        market: optional :func:`market_coverage` result (used to mark the market's row).
+
+    Returns:
+        The table as text.
+    """
+    header = (
+        f"{'agent':<22} {'mode':<15} {'events':>6} {'steps':>6}  {'Brier (95% CI), lower is better':>32}"
+        f"  {'BI':>5}  {'log loss':>8}  {'acc':>5}  {'ECE':>5}  {'fail':>5}"
     )
     lines = [header, "-" * len(header)]
     for line in table:
-        cells = []
-        for s in SCORES:
-            low, high = line[f"{s}_ci"]
-            cells.append(f"{line[s]:>8.4f} [{low:>7.4f},{high:>7.4f}]")
+        low, high = line["brier_ci"]
+        ci = f"{line['brier']:.4f} [{low:.4f}, {high:.4f}]" if not math.isnan(low) else f"{line['brier']:.4f}"
+        name = line["agent"]
+        if name == "market" and market is not None and market["steps"]:
+            name = f"market ({market['with_market']}/{market['steps']} steps)"
         lines.append(
-            f"{line['agent']:<14} {line['memory']:<9} {line['events']:>6} {line['steps']:>6} {line['invalid']:>7.1%}  "
-            + "  ".join(f"{c:>26}" for c in cells)
+            f"{name:<22} {line['memory']:<15} {line['events']:>6} {line['steps']:>6}  {ci:>32}"
+            f"  {line['brier_index']:>5.1f}  {line['log_loss']:>8.4f}  {line['accuracy']:>5.3f}"
+            f"  {line['ece']:>5.3f}  {line['failure_any']:>5.1%}"
         )
     return "\n".join(lines)

@@ -1,8 +1,10 @@
-"""Figures of an evaluation run: what people would rather look at than read.
+"""Figures of an evaluation report, in the field's conventions (Brier loss: lower is better).
 
-``plot_run(rows, path)`` draws (left) mean Brier score with 95 % intervals for every agent and memory
-mode next to the baselines, and (right) a reliability diagram of each forecaster's probability for the
-realized-or-not outcomes, pooled over all outcomes of all steps.
+* ``reliability.png``: reliability diagram per forecaster (every outcome of every step, 10 bins).
+* ``life.png``: mean Brier loss per third of the event's life, per agent mode, with the market
+  (on its own steps) and the other references.
+* ``memory_gain.png``: Brier(notebook) - Brier(memory-free) per step position (negative: memory helps).
+* ``cost.png``: research cost per mode (tool calls and tokens per step).
 """
 
 from __future__ import annotations
@@ -12,68 +14,108 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.evaluation.metrics import summarize
-
-N_BINS = 10
+from forecast_dojo.evaluation import metrics
 
 
-def reliability(
-    rows: Sequence[dict[str, Any]], outcome_index: dict[str, int]
-) -> list[tuple[float, float, int]]:
-    """(mean forecast, observed frequency, count) per probability bin, over every outcome of every step."""
-    bins: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for row in rows:
-        realized = outcome_index[row["event_id"]]
-        for k, p in enumerate(row["forecast"]):
-            bins[min(int(p * N_BINS), N_BINS - 1)].append((p, 1.0 if k == realized else 0.0))
-    return [
-        (sum(p for p, _ in pairs) / len(pairs), sum(y for _, y in pairs) / len(pairs), len(pairs))
-        for _, pairs in sorted(bins.items())
-    ]
-
-
-def plot_run(rows: Sequence[dict[str, Any]], outcome_index: dict[str, int], path: str | Path) -> Path:
-    """Write the run's figure (PNG) to ``path``."""
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    table = summarize(rows)
-    fig, (scores, calibration) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1.3, 1]})
-    labels = [f"{t['agent']}\n{t['memory']}" if t["memory"] != "-" else t["agent"] for t in table]
-    means = [-t["brier"] for t in table]  # plot the Brier loss: lower is better
-    errors = [
-        [-t["brier"] - -t["brier_ci"][1] for t in table],
-        [-t["brier_ci"][0] - -t["brier"] for t in table],
-    ]
-    colors = [
-        "tab:gray" if t["memory"] == "-" else ("tab:blue" if t["memory"] == "none" else "tab:orange")
-        for t in table
-    ]
-    scores.bar(range(len(table)), means, yerr=errors, color=colors, capsize=4)
-    scores.set_xticks(range(len(table)), labels, fontsize=8)
-    scores.set_ylabel("mean Brier loss (lower is better)")
-    scores.set_title(
-        "Scores with 95% event-bootstrap intervals\nblue: memory-free, orange: notebook, gray: baselines"
-    )
+    return plt
 
-    by_forecaster: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        name = row["agent"] if row["memory"] == "-" else f"{row['agent']}/{row['memory']}"
-        by_forecaster[name].append(row)
-    calibration.plot([0, 1], [0, 1], color="black", linewidth=0.8, linestyle="--", label="perfect")
-    for name, group in sorted(by_forecaster.items()):
-        if name == "uniform":
+
+def _name(agent: str, mode: str) -> str:
+    return agent if mode == "-" else f"{agent}/{mode}"
+
+
+def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str | Path) -> list[str]:
+    """Draw the report's figures into ``out``; returns their file names.
+
+    Args:
+        rows: the study rows.
+        report: :func:`forecast_dojo.evaluation.report.build_report` output.
+        out: output folder.
+
+    Returns:
+        File names written (relative to ``out``).
+    """
+    plt = _plt()
+    out = Path(out)
+    written = []
+
+    fig, ax = plt.subplots(figsize=(6, 5))
+    ax.plot([0, 1], [0, 1], color="black", linewidth=0.8, linestyle="--", label="perfect")
+    for name, points in sorted(report["reliability"].items()):
+        if name.startswith("uniform"):
             continue
-        points = reliability(group, outcome_index)
-        calibration.plot([p for p, _, _ in points], [y for _, y, _ in points], marker="o", label=name)
-    calibration.set_xlabel("forecast probability")
-    calibration.set_ylabel("observed frequency")
-    calibration.set_title("Reliability (all outcomes of all steps)")
-    calibration.legend(fontsize=7)
+        ax.plot([p["mean_forecast"] for p in points], [p["observed"] for p in points], marker="o", label=name)
+    ax.set_xlabel("forecast probability")
+    ax.set_ylabel("observed frequency")
+    ax.set_title("Reliability (every outcome of every step)")
+    ax.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
+    fig.savefig(out / "reliability.png", dpi=100)
     plt.close(fig)
-    return path
+    written.append("reliability.png")
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    cells: dict[str, dict[str, float]] = defaultdict(dict)
+    for c in report["life_thirds"]:
+        cells[_name(c["agent"], c["memory"])][c["slice"]] = c["brier"]
+    for name, by_third in sorted(cells.items()):
+        xs = [i for i, t in enumerate(metrics.THIRDS) if t in by_third]
+        style = {"linestyle": "--", "color": "black"} if name == "market" else {}
+        ax.plot(xs, [by_third[metrics.THIRDS[i]] for i in xs], marker="o", label=name, **style)
+    ax.set_xticks(range(3), ["first third", "middle third", "last third"])
+    ax.set_ylabel("mean Brier loss (lower is better)")
+    ax.set_title("Score over the event's life (market: on its own steps)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "life.png", dpi=100)
+    plt.close(fig)
+    written.append("life.png")
+
+    gains: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    index = {(r["agent"], r["memory"], r["event_id"], int(r["step"]), r.get("rollout")): r for r in rows}
+    for (agent, mode, event_id, step, rollout), row in index.items():
+        if mode != "notebook":
+            continue
+        other = index.get((agent, "none", event_id, step, rollout))
+        if other is not None:
+            gains[agent][step].append(
+                metrics.brier_loss(row["forecast"], row["outcome_index"])
+                - metrics.brier_loss(other["forecast"], other["outcome_index"])
+            )
+    if gains:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for agent, by_step in sorted(gains.items()):
+            steps = sorted(by_step)
+            ax.plot(steps, [sum(by_step[s]) / len(by_step[s]) for s in steps], marker="o", label=agent)
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xlabel("step position (0 = first forecast date)")
+        ax.set_ylabel("Brier(notebook) - Brier(none)\n(negative: the notebook helps)")
+        ax.set_title("Memory gain per step position")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "memory_gain.png", dpi=100)
+        plt.close(fig)
+        written.append("memory_gain.png")
+
+    agent_lines = [t for t in report["table"] if t["memory"] != "-"]
+    if agent_lines:
+        fig, (calls, tokens) = plt.subplots(1, 2, figsize=(11, 4.5))
+        labels = [_name(t["agent"], t["memory"]) for t in agent_lines]
+        calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color="tab:blue")
+        calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        calls.set_ylabel("research tool calls per step")
+        tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color="tab:orange")
+        tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        tokens.set_ylabel("tokens per step (prompt + completion)")
+        fig.suptitle("Research cost per mode")
+        fig.tight_layout()
+        fig.savefig(out / "cost.png", dpi=100)
+        plt.close(fig)
+        written.append("cost.png")
+    return written

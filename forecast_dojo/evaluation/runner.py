@@ -1,7 +1,13 @@
-"""Running agents through episodes and collecting one row per scored forecast step."""
+"""Running agents through episodes and collecting one :class:`StepRecord` per scored forecast step.
+
+Metrics are computed from records only (``info["record"]`` for agents, :meth:`StepRecord.reference`
+for the uniform, market and oracle baselines), never from other ``info`` keys; :func:`record_row`
+flattens a record into the row that ``metrics`` and ``plots`` read.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -9,37 +15,106 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.scoring import all_scores, uniform
+from forecast_dojo.scoring import uniform
+from forecast_dojo.trajectory import LogStatus, log_status
 
 MAX_TURNS_PER_EPISODE = 10_000
+REFERENCE_MEMORY = "-"
 
 
-def run_episode(
-    env: ForecastDojoEnv, agent: Agent, event_id: str, *, seed: int | None = None
-) -> list[dict[str, Any]]:
-    """Play one whole event; returns a row per forecast step (the env's end-of-step info plus labels)."""
-    observation, _ = env.reset(event_id, seed=seed)
-    rows = []
+def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
+    """The flat row of one record that ``metrics.summarize`` and ``plots`` read.
+
+    Args:
+        record: A step record.
+        agent: The agent's name when the record has none.
+
+    Returns:
+        ``agent, memory ("-" for reference forecasts), event_id, step, rollout, cutoff, forecast,
+        valid, flags, score_<rule>`` for every scoring rule, ``outcome_index, n_steps, source, market,
+        tokens, tool_calls_by_kind, wall_s``.
+    """
+    return {
+        "agent": record.agent or agent,
+        "memory": record.memory if record.memory is not None else REFERENCE_MEMORY,
+        "event_id": record.event_id,
+        "step": record.step,
+        "rollout": record.rollout
+        if record.memory is not None
+        else None,  # references pair with every rollout
+        "cutoff": record.cutoff,
+        "forecast": list(record.forecast),
+        "valid": record.valid,
+        "flags": list(record.flags),
+        **{f"score_{name}": value for name, value in record.scores.items()},
+        "outcome_index": record.outcome_index,
+        "n_steps": record.n_steps,
+        "source": record.source,
+        "market": list(record.market) if record.market is not None else None,
+        "tokens": dict(record.tokens),
+        "tool_calls_by_kind": _tool_call_kinds(record),
+        "wall_s": record.wall_time_s if record.memory is not None else None,
+    }
+
+
+def _tool_call_kinds(record: StepRecord) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for call in record.tool_calls:
+        kinds[call.name] = kinds.get(call.name, 0) + 1
+    return kinds
+
+
+def episode_records(
+    env: ForecastDojoEnv,
+    agent: Agent,
+    event_id: str,
+    *,
+    seed: int | None = None,
+    after: StepRecord | None = None,
+) -> list[StepRecord]:
+    """Play one event; returns the env's record of every forecast step played (``info["record"]``).
+
+    Args:
+        env: The environment.
+        agent: The agent (fresh for the event).
+        event_id: The event to play.
+        seed: The reset seed.
+        after: The last logged record of a half-logged episode: play on from the next step, with the
+            notebook that record submitted (resuming a killed run).
+
+    Returns:
+        The records of the steps played, in order.
+    """
+    options: dict[str, Any] = {}
+    if after is not None:
+        options = {"step": after.step + 1, "rollout": after.rollout}
+        if env.memory == "notebook" and after.notebook_out is not None:
+            options["notebook"] = json.loads(after.notebook_out)
+        elif env.memory == "notebook":
+            options = {"rollout": after.rollout}  # the carried state is unknown: replay the episode
+    observation, _ = env.reset(event_id, seed=seed, options=options or None)
+    records = []
     for _ in range(MAX_TURNS_PER_EPISODE):
         observation, _, terminated, truncated, info = env.step(agent.act(observation))
         if info["step_ended"]:
-            rows.append(
-                {
-                    "agent": agent.name,
-                    "memory": env.memory,
-                    "event_id": event_id,
-                    "step": info.get("finished_step", info["step"]),
-                    "cutoff": info["cutoff"],
-                    "forecast": info["forecast"],
-                    "valid": info["valid"],
-                    "flags": info["flags"],
-                    **{f"score_{name}": value for name, value in info["scores"].items()},
-                }
-            )
+            records.append(info["record"])
         if terminated or truncated:
-            return rows
+            return records
     raise RuntimeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+
+
+def run_episode(
+    env: ForecastDojoEnv,
+    agent: Agent,
+    event_id: str,
+    *,
+    seed: int | None = None,
+    after: StepRecord | None = None,
+) -> list[dict[str, Any]]:
+    """Play one event; returns a row (:func:`record_row`) per forecast step (see :func:`episode_records`)."""
+    return [record_row(r, agent.name) for r in episode_records(env, agent, event_id, seed=seed, after=after)]
 
 
 def run_episodes(
@@ -49,23 +124,42 @@ def run_episodes(
     *,
     seed: int = 0,
     progress: bool = True,
+    resume: bool = False,
 ) -> list[dict[str, Any]]:
-    """Play each event with a fresh agent (so nothing leaks between events through agent state)."""
+    """Play each event with a fresh agent (so nothing leaks between events through agent state).
+
+    Args:
+        env: The environment.
+        agent_factory: Makes a fresh agent per event.
+        event_ids: The events, played in this order (event ``i`` is reset with seed ``seed + i``).
+        seed: The base seed.
+        progress: Show a progress bar.
+        resume: Continue the env's trajectory log (``log_dir``): skip events it holds completely,
+            play half-logged ones on from their first missing step. With a deterministic agent the
+            log then equals that of an uninterrupted run (apart from ``wall_time_s``).
+
+    Returns:
+        The rows of the steps played in this call.
+    """
     event_ids = list(event_ids)
+    status = log_status(env.log_dir) if resume and env.log_dir is not None else LogStatus()
     rows: list[dict[str, Any]] = []
     label = f"{agent_factory().name} / memory={env.memory}"
     for index, event_id in enumerate(tqdm(event_ids, desc=label, unit="event", disable=not progress)):
-        rows.extend(run_episode(env, agent_factory(), event_id, seed=seed + index))
+        if (event_id, 0) in status.complete:
+            continue
+        after = status.partial.get((event_id, 0))
+        rows.extend(run_episode(env, agent_factory(), event_id, seed=seed + index, after=after))
     return rows
 
 
-def baseline_rows(
+def baseline_records(
     events: Sequence[Event],
     *,
     oracle: Mapping[tuple[str, int], Sequence[float]] | None = None,
-) -> list[dict[str, Any]]:
-    """Rows for the reference forecasters that need no agent: uniform, market (where known), oracle (where known)."""
-    rows = []
+) -> list[StepRecord]:
+    """Records of the reference forecasters that need no agent: uniform, market (where known), oracle (where known)."""
+    records = []
     for event in events:
         for step, cutoff in enumerate(event.cutoffs):
             references: dict[str, Sequence[float] | None] = {
@@ -74,20 +168,15 @@ def baseline_rows(
                 "oracle": oracle.get((event.id, step)) if oracle is not None else None,
             }
             for name, forecast in references.items():
-                if forecast is None:
-                    continue
-                scores = all_scores(forecast, event.outcome_index)
-                rows.append(
-                    {
-                        "agent": name,
-                        "memory": "-",
-                        "event_id": event.id,
-                        "step": step,
-                        "cutoff": cutoff.isoformat(),
-                        "forecast": list(forecast),
-                        "valid": True,
-                        "flags": [],
-                        **{f"score_{k}": v for k, v in scores.items()},
-                    }
-                )
-    return rows
+                if forecast is not None:
+                    records.append(StepRecord.reference(event, step, forecast, agent=name))
+    return records
+
+
+def baseline_rows(
+    events: Sequence[Event],
+    *,
+    oracle: Mapping[tuple[str, int], Sequence[float]] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`baseline_records` as rows (:func:`record_row`)."""
+    return [record_row(r) for r in baseline_records(events, oracle=oracle)]

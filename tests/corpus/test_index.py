@@ -20,8 +20,9 @@ from forecast_dojo.corpus.index import (
     exact_search,
     load_dense_index,
 )
-from forecast_dojo.corpus.sample import sample_documents
 from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus
+
+from .sample import sample_documents
 
 
 def clustered_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:

@@ -20,10 +20,11 @@ from forecast_dojo.corpus.retrieval import (
     build_indexes,
     make_retriever,
 )
-from forecast_dojo.corpus.sample import TOPICS, sample_documents
 from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.timeutil import from_micros
+
+from .sample import TOPICS, sample_documents
 
 EMBEDDER = HashingEmbedder(32)
 DENSE_KINDS = ["exact", "ivf-flat", "ivf-sq8", "ivf-pq"]

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from forecast_dojo.corpus.embedders import HashingEmbedder
-from forecast_dojo.corpus.sample import sample_documents
 from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus, embedding_text
 from forecast_dojo.timeutil import to_micros
+
+from .sample import sample_documents
 
 
 class FlakyEmbedder:

@@ -1,0 +1,391 @@
+"""An honest scripted forecaster: cue weights estimated from training events, not copied from the generator.
+
+:class:`HonestEvidenceAgent` searches like the oracle-informed ``EvidenceAgent`` and reads every
+sentence that names the question's entities and states which outcome is coming. Unlike it, it does
+not know how much a sourcing cue ("officials confirmed", "a report by", "unconfirmed rumours") is
+worth: each sentence is described by its *cue signature*, the set of generic sourcing expressions of
+:data:`SOURCING_CUES` it contains (a reader's vocabulary, not the generator's tiers), and a
+:class:`CueModel` fitted on **training events** gives each signature a likelihood ratio.
+
+Fitting (:func:`fit_cue_model`) is the maximum-likelihood estimate under the symmetric reading model
+"a report favours the realized outcome with probability ``q = LR / (LR + K - 1)``", from how often
+the sentences with that signature favoured the realized outcome in what the agent read on the
+training events (each document counted once per event), with one pseudo-observation at ``LR = 1``
+per outcome count K and signatures seen fewer than ``min_count`` times ignored. The prior is the
+training split's outcome frequency by position and K (two pseudo-counts per outcome).
+
+The agent also writes what it does: its final turn states the evidence weighed, the update and its
+arithmetic in a few sentences, and it submits rounded probabilities, so its trajectories read like a
+forecaster's notebook (used as an SFT teacher).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.agents.base import tool_call
+from forecast_dojo.agents.scripted import (
+    _SENTENCE,
+    LONG_DATE,
+    NEGATIONS,
+    EvidenceAgent,
+    _key_terms,
+    _long_dates,
+    _topic_words,
+)
+
+# Generic sourcing expressions a news reader notices (a fixed vocabulary; their weights are learned).
+SOURCING_CUES: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern, re.IGNORECASE)
+    for name, pattern in {
+        "confirm": r"\bconfirm(s|ed)?\b",
+        "leak": r"\bleak(s|ed)?\b",
+        "verified": r"\bverified\b",
+        "officials": r"\bofficials?\b",
+        "document": r"\bdocuments?\b|\bdraft\b",
+        "report": r"\breports?\b|\breported\b",
+        "analysts": r"\banalysts?\b|\bresearch note\b",
+        "survey": r"\bsurvey\b|\bpoll\b",
+        "indicates": r"\bindicates?\b|\bpoints? to\b",
+        "expect": r"\bexpects?\b|\bexpected\b",
+        "rumour": r"\brumou?rs?\b",
+        "unconfirmed": r"\bunconfirmed\b|\bunverified\b",
+        "anonymous": r"\banonymous\b",
+        "speculate": r"\bspeculat\w*\b",
+        "hearsay": r"\bhearsay\b",
+        "sources": r"\bsources?\b|\binsiders?\b",
+        "according": r"\baccording to\b",
+        "said": r"\bsaid\b|\bsays\b|\bstated\b",
+    }.items()
+}
+NO_CUE = "(no cue)"
+MIN_COUNT = 5
+PRIOR_PSEUDOCOUNT = 2.0  # per outcome: a few training events must not make a confident prior
+
+
+def cue_signature(text: str) -> str:
+    """The sorted, '+'-joined names of the sourcing cues in ``text`` (``(no cue)`` when none)."""
+    names = [name for name, pattern in SOURCING_CUES.items() if pattern.search(text)]
+    return "+".join(sorted(names)) or NO_CUE
+
+
+def _q(llr: float, k: int) -> float:
+    ratio = math.exp(llr)
+    return ratio / (ratio + k - 1)
+
+
+def _fit_llr(counts: dict[int, tuple[int, int]]) -> float:
+    """MLE of the log likelihood ratio from ``{K: (favoured the realized outcome, total)}`` (golden section)."""
+
+    def loglik(llr: float) -> float:
+        total = 0.0
+        for k, (hits, n) in counts.items():
+            # one pseudo-observation at LR = 1 (q = 1/K) per K keeps rare signatures near "uninformative"
+            hits_s, n_s = hits + 1.0 / k, n + 1.0
+            q = min(max(_q(llr, k), 1e-12), 1 - 1e-12)
+            total += hits_s * math.log(q) + (n_s - hits_s) * math.log(1 - q)
+        return total
+
+    lo, hi = -6.0, 6.0
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(80):
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        if loglik(a) < loglik(b):
+            lo = a
+        else:
+            hi = b
+    return (lo + hi) / 2
+
+
+@dataclass
+class CueModel:
+    """Learned log likelihood ratios per cue signature, and the training prior per K.
+
+    Attributes:
+        llr: signature -> log likelihood ratio of "the outcome a sentence favours".
+        counts: signature -> {K: [favoured the realized outcome, total]} (what the fit saw).
+        prior: K -> outcome frequencies by position in the training split (add-one smoothed).
+        n_events: number of training events fitted on.
+    """
+
+    llr: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    prior: dict[int, list[float]] = field(default_factory=dict)
+    n_events: int = 0
+
+    def prior_for(self, k: int) -> list[float]:
+        """The training prior for K outcomes (uniform if the training split had none)."""
+        return list(self.prior.get(k) or [1.0 / k] * k)
+
+    def to_json(self) -> str:
+        """The model as JSON text (keys of ``counts`` / ``prior`` as strings)."""
+        return json.dumps(
+            {"llr": self.llr, "counts": self.counts, "prior": self.prior, "n_events": self.n_events},
+            indent=2,
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> CueModel:
+        """Read :meth:`to_json` output."""
+        raw = json.loads(text)
+        return cls(
+            llr={str(k): float(v) for k, v in raw["llr"].items()},
+            counts={s: {int(k): list(v) for k, v in c.items()} for s, c in raw["counts"].items()},
+            prior={int(k): [float(p) for p in v] for k, v in raw["prior"].items()},
+            n_events=int(raw["n_events"]),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model to ``path`` (JSON)."""
+        path = Path(path)
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> CueModel:
+        """Read a model written by :meth:`save`."""
+        return cls.from_json(Path(path).read_text())
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One document's reading on a training event: which outcome it favoured, with which cue signature."""
+
+    event_id: str
+    doc_id: str
+    favoured: int
+    signature: str
+    k: int
+
+
+def fit_from_readings(
+    readings: Iterable[Reading],
+    outcome_index: dict[str, int],
+    outcome_counts: dict[int, list[int]],
+    *,
+    min_count: int = MIN_COUNT,
+) -> CueModel:
+    """Fit a :class:`CueModel` from readings and the training outcomes (pure; see module docstring).
+
+    Args:
+        readings: what the agent read on training events (duplicates of (event, doc) are counted once).
+        outcome_index: realized outcome index of each training event.
+        outcome_counts: K -> how often each outcome position was realized in the training split.
+        min_count: signatures seen fewer times get no weight (LR 1).
+
+    Returns:
+        The fitted model.
+    """
+    seen: set[tuple[str, str]] = set()
+    counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for r in readings:
+        if (r.event_id, r.doc_id) in seen or r.event_id not in outcome_index:
+            continue
+        seen.add((r.event_id, r.doc_id))
+        cell = counts[r.signature][r.k]
+        cell[0] += int(r.favoured == outcome_index[r.event_id])
+        cell[1] += 1
+    llr = {}
+    for signature, by_k in counts.items():
+        if sum(n for _, n in by_k.values()) >= min_count:
+            llr[signature] = _fit_llr({k: (h, n) for k, (h, n) in by_k.items()})
+    prior = {
+        k: [(c + PRIOR_PSEUDOCOUNT) / (sum(cs) + PRIOR_PSEUDOCOUNT * k) for c in cs]
+        for k, cs in outcome_counts.items()
+        if len(cs) == k
+    }
+    return CueModel(
+        llr=llr,
+        counts={s: {k: list(v) for k, v in by_k.items()} for s, by_k in counts.items()},
+        prior=prior,
+        n_events=len(outcome_index),
+    )
+
+
+def round_distribution(probabilities: Sequence[float], digits: int = 2) -> list[float]:
+    """Probabilities rounded as a person writes them: ``digits`` decimals, none below 10^-digits, summing to 1."""
+    unit = 10**-digits
+    rounded = [max(round(p, digits), unit) for p in probabilities]
+    top = max(range(len(rounded)), key=lambda i: rounded[i])
+    rounded[top] = round(rounded[top] + 1.0 - sum(rounded), digits)
+    return rounded
+
+
+class HonestEvidenceAgent(EvidenceAgent):
+    """Evidence reader whose cue weights come from a :class:`CueModel` fitted on training events.
+
+    With ``model=None`` it weighs nothing (submits its prior) and only records what it read in
+    :attr:`readings`: that is how :func:`fit_cue_model` collects its training data.
+
+    Args:
+        model: the fitted cue model (None: collect readings only).
+        top_k: hits per search.
+        max_searches: searches per forecast date.
+        name: the agent's name in logs and tables.
+    """
+
+    def __init__(
+        self, model: CueModel | None = None, top_k: int = 20, max_searches: int = 5, name: str = "honest"
+    ) -> None:
+        super().__init__(top_k=top_k, max_searches=max_searches, name=name)
+        self.model = model
+        self.readings: list[Reading] = []
+
+    def read(self, text: str) -> tuple[int, str] | None:
+        """(favoured outcome index, cue signature) of a sentence that bears on the question, else None."""
+        outcomes = self.fields["outcomes"]
+        dates = _long_dates(self.fields["question"])
+        if dates and any(d not in dates for d in LONG_DATE.findall(text)):
+            return None  # about another deadline or meeting of the same entities
+        if outcomes == ["Yes", "No"]:
+            terms = _key_terms(self.fields["question"])
+            if not terms or not all(re.search(rf"\b{re.escape(t)}\b", text) for t in terms):
+                return None
+            topic = _topic_words(self.fields["question"])
+            if len(terms) < 3 and topic and not any(re.search(rf"\b{w}", text) for w in topic):
+                return None
+            return (1 if NEGATIONS.search(text) else 0), cue_signature(text)
+        names = _key_terms(self.fields["question"]) - set(" ".join(outcomes).split())
+        if not all(re.search(rf"\b{re.escape(t)}\b", text) for t in names):
+            return None
+        named = [i for i, label in enumerate(outcomes) if re.search(rf"\b{re.escape(label)}\b", text)]
+        if len(named) != 1:
+            return None
+        return named[0], cue_signature(text)
+
+    def _submit(self) -> dict[str, Any]:
+        outcomes = self.fields["outcomes"]
+        k = len(outcomes)
+        ledger: dict[str, tuple[int, str, str]] = {}  # doc id -> (favoured, signature, date)
+        previous = self.fields.get("notebook") or {}
+        for entry in previous.get("evidence", []):
+            match = re.match(r"favours (\d+) \[([^\]]+)\]", entry.get("claim", ""))
+            if match and entry.get("doc_ids"):
+                ledger[entry["doc_ids"][0]] = (int(match[1]), match[2], entry["date"])
+        for doc_id, result in sorted(self.seen.items()):
+            for sentence in _SENTENCE.split(result["snippet"]):
+                reading = self.read(sentence)
+                if reading is not None:
+                    ledger[doc_id] = (*reading, result["date"])
+                    self.readings.append(Reading("", doc_id, reading[0], reading[1], k))
+                    break
+        model = self.model or CueModel()
+        prior = model.prior_for(k)
+        logits = [math.log(p) for p in prior]
+        weighed: dict[tuple[int, str], int] = defaultdict(int)
+        for favoured, signature, _ in ledger.values():
+            llr = model.llr.get(signature)
+            if llr is None:
+                continue
+            weighed[(favoured, signature)] += 1
+            logits[favoured] += llr
+        top = max(logits)
+        weights = [math.exp(v - top) for v in logits]
+        exact = [w / sum(weights) for w in weights]
+        probabilities = round_distribution(exact)
+        arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
+        if self.memory == "notebook":
+            kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
+                :40
+            ]
+            arguments["notebook"] = {
+                "assessment": arguments["probabilities"],
+                "evidence": [
+                    {"claim": f"favours {fav} [{sig}]", "date": day, "doc_ids": [doc_id]}
+                    for doc_id, (fav, sig, day) in sorted(kept)
+                ],
+                "open_questions": [],
+            }
+        text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
+        arguments["rationale"] = text
+        action = tool_call("submit_forecast", **arguments)
+        action["content"] = text
+        return action
+
+    @staticmethod
+    def explain(
+        outcomes: Sequence[str],
+        prior: Sequence[float],
+        weighed: dict[tuple[int, str], int],
+        ledger: dict[str, tuple[int, str, str]],
+        probabilities: Sequence[float],
+        model: CueModel,
+    ) -> str:
+        """A few sentences: what was read, what was weighed, the update and its arithmetic."""
+        prior_text = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, prior, strict=True))
+        lines = [f"Prior from the training events: {prior_text}."]
+        if not ledger:
+            lines.append("I found no report that states which outcome is coming, so I keep the prior.")
+        else:
+            ignored = len(ledger) - sum(weighed.values())
+            parts = []
+            for (favoured, signature), n in sorted(weighed.items(), key=lambda kv: -abs(model.llr[kv[0][1]])):
+                parts.append(
+                    f"{n} x '{signature}' for {outcomes[favoured]} (LR {math.exp(model.llr[signature]):.2f} each)"
+                )
+            if parts:
+                lines.append(f"I weighed {sum(weighed.values())} reports: " + "; ".join(parts) + ".")
+            if ignored:
+                lines.append(f"{ignored} other reports use cues with no learned weight; I ignore them.")
+            odds = [math.log(p) for p in prior]
+            for (favoured, signature), n in weighed.items():
+                odds[favoured] += n * model.llr[signature]
+            base = odds[0]
+            ratios = ", ".join(
+                f"{label} {math.exp(o - base):.3g}" for label, o in zip(outcomes, odds, strict=True)
+            )
+            lines.append(f"Prior times likelihood ratios gives relative odds {ratios}; normalized:")
+        final = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, probabilities, strict=True))
+        lines.append(f"Forecast: {final}.")
+        return " ".join(lines)
+
+
+def fit_cue_model(
+    env: Any,
+    event_ids: Sequence[str],
+    *,
+    min_count: int = MIN_COUNT,
+    progress: bool = False,
+    **agent_options: Any,
+) -> CueModel:
+    """Fit a :class:`CueModel` on training events by playing them with a collecting agent.
+
+    The realized outcomes of the training events are used here (that is what training data is for);
+    they never reach the agent during evaluation.
+
+    Args:
+        env: a ``ForecastDojoEnv`` whose events include ``event_ids`` (memory-free is enough).
+        event_ids: the training events.
+        min_count: signatures seen fewer times get no weight.
+        progress: show a progress bar.
+        **agent_options: ``top_k`` / ``max_searches`` of the collecting agent (use the evaluated agent's).
+
+    Returns:
+        The fitted model.
+    """
+    from tqdm.auto import tqdm
+
+    readings: list[Reading] = []
+    outcome_index: dict[str, int] = {}
+    outcome_counts: dict[int, list[int]] = {}
+    for event_id in tqdm(list(event_ids), desc="fitting cue weights", unit="event", disable=not progress):
+        agent = HonestEvidenceAgent(None, **agent_options)
+        observation, _ = env.reset(event_id, seed=0)
+        event = env.event
+        done = False
+        while not done:
+            observation, _, terminated, truncated, _ = env.step(agent.act(observation))
+            done = terminated or truncated
+        outcome_index[event.id] = event.outcome_index
+        k = len(event.outcomes)
+        outcome_counts.setdefault(k, [0] * k)[event.outcome_index] += 1
+        readings += [Reading(event.id, r.doc_id, r.favoured, r.signature, r.k) for r in agent.readings]
+    return fit_from_readings(readings, outcome_index, outcome_counts, min_count=min_count)

@@ -1,0 +1,215 @@
+"""The report of one or more study folders: ``report.md``, ``report.json`` (every number) and figures.
+
+Everything is recomputed from the logs and ``references.jsonl`` (:func:`study.study_rows`), so
+``forecast-dojo report`` on a finished (or resumed) study gives the numbers a direct recomputation
+from the log gives. Conventions are the field's (see :mod:`forecast_dojo.evaluation.metrics`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.evaluation import metrics
+from forecast_dojo.evaluation.study import EPISODE_MODES, study_rows
+
+REFERENCE = "-"
+
+
+def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired comparisons a study supports (each on identical (event, step, rollout) keys).
+
+    Per agent: notebook - none and no-tools - none (Brier, tool calls, tokens); each notebook control
+    - notebook; every agent mode - market (market steps only), - oracle (regret) and - base rate.
+    """
+    present = {metrics.forecaster(r) for r in rows}
+    agents = sorted({a for a, m in present if m != REFERENCE})
+    out = []
+
+    def add(a: tuple[str, str], b: tuple[str, str], metric: str = "brier") -> None:
+        if a in present and b in present:
+            with contextlib.suppress(ValueError):  # no common step
+                out.append(metrics.paired_difference(rows, a, b, metric))
+
+    for agent in agents:
+        for metric in ("brier", "tool_calls", "tokens"):
+            add((agent, "notebook"), (agent, "none"), metric)
+        add((agent, "no-tools"), (agent, "none"))
+        for mode in sorted(m for a, m in present if a == agent and m.startswith("notebook-")):
+            add((agent, mode), (agent, "notebook"))
+        for mode in sorted(m for a, m in present if a == agent and m in EPISODE_MODES):
+            for reference in ("market", "oracle", "base-rate"):
+                add((agent, mode), (reference, REFERENCE))
+    return out
+
+
+def comparison_line(c: dict[str, Any]) -> str:
+    """One comparison as text (Brier: negative means ``a`` is better)."""
+    low, high = c["ci"]
+    ci = f"[{low:+.4f}, {high:+.4f}]" if not math.isnan(low) else "[n/a]"
+    return (
+        f"  {c['a'][0]}/{c['a'][1]} - {c['b'][0]}/{c['b'][1]} ({c['metric']}): {c['mean']:+.4f} {ci}"
+        f" over {c['steps']} steps of {c['events']} events"
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None = None) -> dict[str, Any]:
+    """Every number of the report, from rows (pure).
+
+    Args:
+        rows: study rows (agents' and references').
+        knowledge_cutoff: optional model knowledge cutoff (``YYYY-MM-DD``) for the contamination view.
+
+    Returns:
+        ``table``, ``market_coverage``, ``comparisons``, ``life_thirds``, ``horizon``, ``source``,
+        ``step_position`` (mean Brier per step index), ``reliability`` (per forecaster), and
+        ``contamination`` (tables on events opened after the cutoff) when asked.
+    """
+    coverage = metrics.market_coverage(rows)
+    report: dict[str, Any] = {
+        "conventions": "Brier = multiclass Brier loss in [0, 2], lower is better (the RL reward is its negative); "
+        "BI = Brier Index 100 (1 - sqrt(Brier / 2)); log loss floored at 1e-3; accuracy with fractional ties; "
+        "ECE top-label, 10 bins; means within event then across events; 95 % event-bootstrap intervals (seed 0).",
+        "table": metrics.summarize(rows),
+        "market_coverage": coverage,
+        "comparisons": comparisons(rows),
+        "life_thirds": metrics.by_life_third(rows),
+        "horizon": metrics.by_horizon(rows),
+        "source": metrics.by_source(rows),
+        "step_position": metrics.breakdown(rows, lambda r: int(r["step"])),
+        "reliability": {
+            f"{a}/{m}": metrics.reliability_bins(
+                [r["forecast"] for r in group], [r["outcome_index"] for r in group]
+            )
+            for (a, m), group in metrics.group_rows(rows).items()
+        },
+    }
+    if knowledge_cutoff:
+        split = metrics.contamination_split(rows, knowledge_cutoff)
+        report["contamination"] = {
+            "knowledge_cutoff": knowledge_cutoff,
+            "events_before": len({r["event_id"] for r in split["before"]}),
+            "events_after": len({r["event_id"] for r in split["after"]}),
+            "table_after": metrics.summarize(split["after"]) if split["after"] else [],
+        }
+    return report
+
+
+def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[str]) -> str:
+    coverage = report["market_coverage"]
+    lines = [
+        "# Evaluation report",
+        "",
+        f"Study folders: {', '.join(str(r) for r in runs)}",
+        "",
+        report["conventions"],
+        f"The market exists at {coverage['with_market']} of {coverage['steps']} (event, step) pairs "
+        f"({coverage['share']:.0%}); comparisons with it use exactly those steps.",
+        "",
+        "| forecaster | mode | events | steps | Brier (95% CI) | BI | log loss | accuracy | ECE | failures | tool calls | tokens |",
+        "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for t in report["table"]:
+        low, high = t["brier_ci"]
+        ci = f"{t['brier']:.4f} [{low:.4f}, {high:.4f}]" if not math.isnan(low) else f"{t['brier']:.4f}"
+        name = t["agent"]
+        if name == "market":
+            name = f"market ({coverage['with_market']}/{coverage['steps']} steps)"
+        lines.append(
+            f"| {name} | {t['memory']} | {t['events']} | {t['steps']} | {ci} | {t['brier_index']:.1f} | "
+            f"{t['log_loss']:.4f} | {t['accuracy']:.3f} | {t['ece']:.3f} | {t['failure_any']:.1%} | "
+            f"{t['tool_calls']:.2f} | {t['tokens']:.0f} |"
+        )
+    lines += [
+        "",
+        "## Paired differences (a - b on identical (event, step, rollout); Brier: negative = a better)",
+        "",
+    ]
+    lines += [comparison_line(c) for c in report["comparisons"]] or ["(none)"]
+    lines += ["", "## Brier over the event's life (thirds of each event's steps)", ""]
+    lines += ["| forecaster | mode | third | steps | Brier |", "| --- | --- | --- | ---: | ---: |"]
+    lines += [
+        f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['steps']} | {c['brier']:.4f} |"
+        for c in report["life_thirds"]
+    ]
+    lines += ["", "## Brier by horizon (days from forecast date to close)", ""]
+    lines += ["| forecaster | mode | horizon | steps | Brier |", "| --- | --- | --- | ---: | ---: |"]
+    lines += [
+        f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['steps']} | {c['brier']:.4f} |"
+        for c in report["horizon"]
+    ]
+    lines += ["", "## Brier by source", ""]
+    lines += ["| forecaster | mode | source | events | Brier |", "| --- | --- | --- | ---: | ---: |"]
+    lines += [
+        f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['events']} | {c['brier']:.4f} |"
+        for c in report["source"]
+    ]
+    if "contamination" in report:
+        c = report["contamination"]
+        lines += [
+            "",
+            f"## Contamination control (knowledge cutoff {c['knowledge_cutoff']})",
+            "",
+            f"{c['events_before']} events opened before the cutoff, {c['events_after']} after; on the latter only:",
+            "",
+        ]
+        lines += [
+            f"- {t['agent']}/{t['memory']}: Brier {t['brier']:.4f} over {t['steps']} steps of {t['events']} events"
+            for t in c["table_after"]
+        ]
+    if figures:
+        lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(
+    runs: Sequence[str | Path], out: str | Path, *, knowledge_cutoff: str | None = None, plots: bool = True
+) -> dict[str, Any]:
+    """Recompute everything from study folders and write ``report.md``, ``report.json`` and figures to ``out``.
+
+    Args:
+        runs: study folders (their rows are pooled; forecasters must not collide across folders).
+        out: output folder.
+        knowledge_cutoff: optional model knowledge cutoff for the contamination view.
+        plots: also draw the figures.
+
+    Returns:
+        The report dict plus ``table_text`` and ``comparison_lines`` (what the CLI prints).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str, int, Any]] = set()
+    for run in runs:
+        for row in study_rows(run):
+            key = (row["agent"], row["memory"], row["event_id"], int(row["step"]), row.get("rollout"))
+            if key not in seen:  # references shared by several folders count once
+                seen.add(key)
+                rows.append(row)
+    report = build_report(rows, knowledge_cutoff=knowledge_cutoff)
+    figures: list[str] = []
+    if plots:
+        from forecast_dojo.evaluation.plots import plot_report
+
+        figures = plot_report(rows, report, out)
+    (out / "report.json").write_text(json.dumps(_jsonable(report), indent=2, sort_keys=True))
+    (out / "report.md").write_text(_markdown(report, [Path(r) for r in runs], figures))
+    report["table_text"] = metrics.format_table(report["table"], market=report["market_coverage"])
+    report["comparison_lines"] = ["", "Paired differences (a - b; Brier: negative means a is better):"] + [
+        comparison_line(c) for c in report["comparisons"]
+    ]
+    return report

@@ -1,0 +1,114 @@
+"""``forecast-dojo run`` / ``report`` end to end: twice in a row, killed mid-way and resumed, report = recomputation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo.cli import build_parser, main
+from tests.agents.test_openai_agent import SUBMIT, ScriptedServer, completion
+
+REPO = Path(__file__).resolve().parents[2]
+ARGS = ["--embedder", "hashing", "--no-python", "--max-turns", "6", "--max-tool-calls", "6"]
+
+
+def test_help_says_95_percent():
+    parser = build_parser()
+    run = parser._subparsers._group_actions[0].choices["run"]
+    text = run.format_help()
+    assert "95 %" in text and "%%" not in text
+
+
+def count_lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_run_twice_in_a_row_reuses_the_logs(synthetic_cache, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    out = tmp_path / "run"
+    argv = ["run", *ARGS, "--max-events", "3", "--agents", "honest", "evidence-oracle", "--out", str(out)]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "Brier (95% CI), lower is better" in first and "base-rate" in first and "market (" in first
+    logs = {p.name: count_lines(p / "steps.jsonl") for p in out.iterdir() if p.is_dir()}
+    assert set(logs) == {"honest-none", "honest-notebook", "evidence-oracle-none", "evidence-oracle-notebook"}
+    report = json.loads((out / "report.json").read_text())
+    assert main(argv) == 0  # the README's first command, twice
+    second = capsys.readouterr().out
+    assert "0 steps played now" in second
+    assert {p.name: count_lines(p / "steps.jsonl") for p in out.iterdir() if p.is_dir()} == logs
+    assert json.loads((out / "report.json").read_text()) == report
+    names = [line["agent"] for line in report["table"] if line["memory"] == "-"]
+    assert sorted(names) == sorted(set(names)) and "uniform" in names
+    assert main([*argv[:-2], "--out", str(out), "--overwrite"]) == 0
+    assert "0 steps played now" not in capsys.readouterr().out
+
+
+def recompute(out: Path) -> dict[tuple[str, str], float]:
+    """Mean Brier loss (within event, then across events) straight from the raw logs."""
+    study = json.loads((out / "study.json").read_text())
+    means = {}
+    for agent in study["agents"]:
+        for mode in study["modes"]:
+            by_event = defaultdict(list)
+            for line in (out / f"{agent}-{mode}" / "steps.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                by_event[r["event_id"]].append(
+                    sum((p - (k == r["outcome_index"])) ** 2 for k, p in enumerate(r["forecast"]))
+                )
+            means[(agent, mode)] = sum(sum(v) / len(v) for v in by_event.values()) / len(by_event)
+    return means
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_and_reports_the_logged_numbers(synthetic_cache, tmp_path):
+    """run -> SIGKILL mid-way -> rerun (resumes) -> report; counts and numbers checked against the log."""
+    out = tmp_path / "study"
+    env = os.environ | {"FORECAST_DOJO_CACHE": str(synthetic_cache), "PYTHONPATH": str(REPO)}
+    with ScriptedServer([], default=completion(SUBMIT)) as server:
+        server.script = [("sleep", 0.4, completion(SUBMIT))] * 40  # slow replies: time to kill mid-way
+        command = [
+            sys.executable, "-m", "forecast_dojo.cli", "run", *ARGS, "--max-events", "4", "--agents", "openai",
+            "--base-url", server.url, "--model", "scripted", "--api-key", "x", "--modes", "none", "--out", str(out),
+        ]  # fmt: skip
+        log = out / "openai-scripted-none" / "steps.jsonl"
+        process = subprocess.Popen(
+            command, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.time() + 240
+        while count_lines(log) < 3 and time.time() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        killed_at = count_lines(log)
+        study = json.loads((out / "study.json").read_text())
+        total = sum(1 for _ in study["events"])  # events; steps are counted from the finished log below
+        assert killed_at >= 3
+        done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert f"steps played now, {killed_at} reused" in done.stdout
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    keys = [(r["event_id"], r["step"], r["rollout"]) for r in records]
+    assert len(keys) == len(set(keys)) and len({r["event_id"] for r in records}) == total
+    assert all(sorted(r["step"] for r in records if r["event_id"] == e) == list(range(r0["n_steps"]))
+               for e in study["events"] for r0 in records if r0["event_id"] == e)  # fmt: skip
+    assert killed_at < len(records)
+    report_out = tmp_path / "report"
+    subprocess.run(
+        [sys.executable, "-m", "forecast_dojo.cli", "report", str(out), "--out", str(report_out), "--no-plots"],
+        env=env, check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    report = json.loads((report_out / "report.json").read_text())
+    table = {(line["agent"], line["memory"]): line for line in report["table"]}
+    for key, mean in recompute(out).items():
+        assert table[key]["brier"] == pytest.approx(mean, abs=1e-12)
+        assert table[key]["steps"] == len(records)
+    assert f"| openai-scripted | none | 4 | {len(records)} |" in (report_out / "report.md").read_text()

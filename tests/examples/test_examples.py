@@ -1,0 +1,128 @@
+"""Smoke tests: every recipe in examples/ runs as a script (subprocess) on the synthetic world."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+EXAMPLES = REPO_ROOT / "examples"
+
+
+def run_example(name: str, *args: str, cache: Path) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "FORECAST_DOJO_CACHE": str(cache), "NO_PROXY": "127.0.0.1,localhost"}
+    environment["PYTHONPATH"] = str(REPO_ROOT)  # this tree's forecast_dojo, whatever is installed
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_example_has_a_smoke_test():
+    tested = set(re.findall(r'run_example\(\s*"([\w.]+)"', Path(__file__).read_text()))
+    assert {p.name for p in EXAMPLES.glob("*.py")} <= tested
+
+
+@pytest.mark.slow
+def test_rl_loop(synthetic_cache):
+    result = run_example("rl_loop.py", "--embedder", "hashing", cache=synthetic_cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert re.fullmatch(r"episode syn-\d{4}: return -?\d+\.\d{3}", lines[-1])
+    assert sum(line.startswith("step ") for line in lines) >= 1
+
+
+class ScriptedChatServer(BaseHTTPRequestHandler):
+    """A stand-in for an OpenAI-compatible server: searches once per step, then submits uniform."""
+
+    requests: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, **body})
+        messages = body["messages"]
+        if messages[-1]["role"] == "user" and len(messages) == 2:
+            call = {"name": "search", "arguments": json.dumps({"query": "latest news", "top_k": 3})}
+        else:
+            prompt = messages[1]["content"]
+            outcomes = json.loads(re.search(r"exactly one will happen\): (\[.*\])", prompt).group(1))
+            probabilities = [1 / len(outcomes)] * len(outcomes)
+            call = {"name": "submit_forecast", "arguments": json.dumps({"probabilities": probabilities})}
+        reply = {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": f"call_{len(self.requests)}", "type": "function", "function": call}
+                        ],
+                    },
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def chat_server():
+    ScriptedChatServer.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChatServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.slow
+def test_openai_client_loop(synthetic_cache, chat_server):
+    result = run_example(
+        "openai_client_loop.py",
+        "--base-url",
+        chat_server,
+        "--model",
+        "scripted",
+        "--embedder",
+        "hashing",
+        cache=synthetic_cache,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = [line for line in result.stdout.splitlines() if " step " in line]
+    requests = ScriptedChatServer.requests
+    assert steps and len(requests) == 2 * len(steps)  # one search and one submission per step
+    assert all(r["path"] == "/v1/chat/completions" and r["model"] == "scripted" for r in requests)
+    assert {t["function"]["name"] for t in requests[0]["tools"]} >= {"search", "submit_forecast"}
+    second = requests[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert all(None not in m.values() for m in second)
+    assert json.loads(second[3]["content"])  # the search results came back as JSON
+    assert all("brier -0." in line for line in steps)
