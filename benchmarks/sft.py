@@ -28,14 +28,14 @@ def make_logs(out: Path, n_events: int, embedder: str) -> list[Path]:
     """Scripted EvidenceAgent trajectories on training events of the synthetic world, both memory modes."""
     from forecast_dojo.agents import EvidenceAgent
     from forecast_dojo.evaluation.runner import run_episodes
-    from forecast_dojo.spec import make_synthetic_env
+    from forecast_dojo.make import make
     from forecast_dojo.synthetic.split import synthetic_split
 
     events = list(synthetic_split(0).train[:n_events])
     logs = []
     for memory in ("none", "notebook"):
         log = out / f"evidence-{memory}"
-        env = make_synthetic_env(memory=memory, embedder=embedder, log_dir=log, python_runner=None)
+        env = make("Synthetic-v0", memory=memory, embedder=embedder, log_dir=log, python_runner=None)
         run_episodes(env, EvidenceAgent, events, progress=False)
         env.close()
         logs.append(log)

@@ -383,18 +383,25 @@ def train_grpo(
 
     from forecast_dojo.agents.llm import load_model, load_tokenizer, save_checkpoint
 
+    synthetic = make_env is None
     if make_env is None:
-        from forecast_dojo.spec import make_synthetic_env
+        from forecast_dojo.make import make
 
         def make_env() -> Any:
-            return make_synthetic_env(memory=args.memory, embedder=args.embedder)
+            return make("Synthetic-v0", memory=args.memory, embedder=args.embedder)
 
     env = make_env()
     events = list(args.events)
-    if not events:
+    if synthetic:
         from forecast_dojo.synthetic.split import synthetic_split
 
-        events = list(synthetic_split(0).train)
+        split = synthetic_split(0)
+        held_out = sorted(set(events) & set(split.held_out))
+        if held_out:
+            raise ValueError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
+        events = events or list(split.train)
+    elif not events:
+        events = [e.id for e in env.events]
     notebooks = notebooks_from_logs(args.notebook_logs) if args.notebook_logs else None
     dataset = build_grpo_dataset(env, events, notebooks=notebooks)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)

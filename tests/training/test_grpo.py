@@ -134,7 +134,7 @@ def test_grpo_script_smoke(synthetic_cache, tiny_model_dir, tmp_path):
             "--embedder",
             "hashing",
             "--events",
-            "syn-0001",
+            "syn-0000",
             "--max_steps",
             "1",
             "--num_generations",
