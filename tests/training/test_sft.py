@@ -39,7 +39,7 @@ def synthetic_teacher_log(make_synthetic_env, tmp_path):
     from forecast_dojo.synthetic.split import synthetic_split
 
     split = synthetic_split(0)
-    log = tmp_path / "runs" / "latest" / "evidence-notebook"
+    log = tmp_path / "runs" / "teacher" / "honest-notebook"
     env = make_synthetic_env(memory="notebook", log_dir=log, run_metadata={"agent": "evidence"})
     for event_id in (*split.train[:2], split.held_out[0]):
         run_episode(env, EvidenceAgent(), event_id)
