@@ -28,7 +28,7 @@ def make_logs(out: Path, n_events: int, embedder: str) -> list[Path]:
     """Scripted EvidenceAgent trajectories on training events of the synthetic world, both memory modes."""
     from forecast_dojo.agents import EvidenceAgent
     from forecast_dojo.evaluation.runner import run_episodes
-    from forecast_dojo.make import make
+    from forecast_dojo.registration import make
     from forecast_dojo.synthetic.split import synthetic_split
 
     events = list(synthetic_split(0).train[:n_events])

@@ -385,7 +385,7 @@ def train_grpo(
 
     synthetic = make_env is None
     if make_env is None:
-        from forecast_dojo.make import make
+        from forecast_dojo.registration import make
 
         def make_env() -> Any:
             return make("Synthetic-v0", memory=args.memory, embedder=args.embedder)
