@@ -20,7 +20,6 @@ latencies include tokenization, and hybrid reuses cached query vectors.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -41,9 +40,9 @@ TOP_K = 10
 
 def data_root() -> Path:
     """The shared data directory: ``$FORECAST_DOJO_DATA`` or ``../shared/data`` from the repository root."""
-    return Path(
-        os.environ.get("FORECAST_DOJO_DATA") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
-    )
+    from forecast_dojo.paths import default_data_root
+
+    return default_data_root()
 
 
 def clustered(n: int, dim: int, seed: int, n_topics: int = 2000, chunk: int = 100_000) -> np.ndarray:

@@ -15,10 +15,12 @@ COMMAND_MODULES = (
     "forecast_dojo.evaluation.cli",  # run, world
     "forecast_dojo.corpus.cli",  # corpus build
     "forecast_dojo.events.cli",  # events build
+    "forecast_dojo.training.cli",  # export sft
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``forecast-dojo`` parser with one subcommand per installed job module."""
     parser = argparse.ArgumentParser(prog="forecast-dojo", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
@@ -34,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

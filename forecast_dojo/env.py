@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments,
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
@@ -58,22 +60,7 @@ MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
 
-PythonRunner = Callable[[str], tuple[str, "str | None"]]
-
-
-def sandbox_python_runner(code: str) -> tuple[str, str | None]:
-    """Run code in the bubblewrap sandbox; (output, error). Fails closed when no sandbox is available."""
-    from forecast_dojo.sandbox import run_python
-
-    result = run_python(code)
-    output = result.stdout
-    if result.stderr:
-        output = f"{output}\n[stderr]\n{result.stderr}" if output else f"[stderr]\n{result.stderr}"
-    if result.error:
-        return output, result.error
-    if not result.ok:
-        return output, f"the program exited with code {result.exit_code}"
-    return output, None
+PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
 
 class ForecastDojoEnv(gym.Env[Observation, Action]):
@@ -197,7 +184,20 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
 
     def reset(
         self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode (one event) at a forecast step.
+
+        Args:
+            event_id: The event; without one (and without ``options["event_id"]``) it is drawn from
+                ``self.np_random`` (deterministic per seed).
+            seed: Seeds ``self.np_random``.
+            options: ``event_id``; ``step`` (start at step k, to replay one forecast step);
+                ``notebook`` (the notebook to start from, memory-on mode); ``rollout`` (the attempt
+                index written into the step records, default 0).
+
+        Returns:
+            The observation (the step's ``[system, user]`` prompt and its structured fields) and the info.
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
@@ -236,7 +236,17 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._begin_step(start, notebook, None)
         return self._observation(self._messages), self._info(step_ended=False)
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Take one assistant turn: run its tool calls in order; a submission (or a spent budget) ends the step.
+
+        Args:
+            action: An OpenAI-style assistant message dict or text with ``<tool_call>`` blocks; anything
+                malformed becomes an error message to the agent, never an exception.
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``; at a step's end ``info["record"]``
+            is its :class:`~forecast_dojo.records.StepRecord`.
+        """
         if self._done or self._event is None:
             raise RuntimeError("the episode is over (or never started): call reset() first")
         self._turns += 1
@@ -285,11 +295,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         return self._end_step(submission, new)
 
     def render(self) -> str | None:
+        """The current step's transcript as text (``render_mode="ansi"``), else None."""
         if self.render_mode != "ansi":
             return None
         return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
 
     def close(self) -> None:
+        """Close the trajectory log, if any."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -312,7 +324,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner
+            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
         )
         prompt = step_prompt(
             event,

@@ -7,8 +7,9 @@ to load a log with one schema). Build messages with :func:`chat_message`; never 
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, TypedDict
+
+from forecast_dojo.untrusted import UntrustedInputError, loads
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -91,9 +92,9 @@ def decoded_arguments(arguments: Any) -> Any:
         A dict for a JSON object (or a dict already), otherwise ``arguments`` unchanged.
     """
     if isinstance(arguments, str):
-        try:
-            value = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+        try:  # as the env read them: clean strings, bounded nesting and numbers, strict JSON
+            value = loads(arguments, max_chars=max(len(arguments), 1))
+        except UntrustedInputError:
             return arguments
         return value if isinstance(value, dict) else arguments
     return arguments

@@ -18,12 +18,14 @@ from typing import Any
 
 from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
 
 MAX_NOTEBOOK_CHARS = 8000
 MAX_EVIDENCE = 40
 MAX_OPEN_QUESTIONS = 10
 MAX_CLAIM_CHARS = 500
 MAX_DOC_IDS_PER_CLAIM = 10
+MAX_NOTEBOOK_INPUT_CHARS = 4 * MAX_NOTEBOOK_CHARS  # room for whitespace before the JSON-size cap applies
 
 
 class NotebookError(ForecastDojoError, ValueError):
@@ -62,18 +64,25 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
     """Validate a notebook (dict or JSON string) against the event's outcome labels.
 
     Evidence may not be dated after ``forecast_date``: a notebook only records what was knowable.
+    Any input is read as untrusted (``forecast_dojo.untrusted``): sizes and nesting are capped and
+    strings cleaned before the schema is checked.
+
+    Raises:
+        NotebookError: with a message that tells the agent what to fix.
     """
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as err:
-            raise NotebookError(f"notebook is not valid JSON: {err}") from err
+    try:
+        if isinstance(value, str):
+            value = loads(value, max_chars=MAX_NOTEBOOK_INPUT_CHARS, what="notebook")
+        else:
+            value = to_json_value(value, max_chars=MAX_NOTEBOOK_INPUT_CHARS, what="notebook")
+    except UntrustedInputError as err:
+        raise NotebookError(str(err)) from None
     if not isinstance(value, dict):
         raise NotebookError("notebook must be an object with keys 'assessment', 'evidence', 'open_questions'")
     unknown = set(value) - {"assessment", "evidence", "open_questions"}
     if unknown:
         raise NotebookError(
-            f"notebook has unknown keys {sorted(unknown)}; allowed: assessment, evidence, open_questions"
+            f"notebook has unknown keys {preview(sorted(unknown))}; allowed: assessment, evidence, open_questions"
         )
     assessment = value.get("assessment")
     if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
@@ -105,12 +114,14 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
             raise NotebookError(f"{where}.claim is longer than {MAX_CLAIM_CHARS} characters")
         if set(entry) - {"claim", "date", "doc_ids"}:
             raise NotebookError(
-                f"{where} has unknown keys {sorted(set(entry) - {'claim', 'date', 'doc_ids'})}"
+                f"{where} has unknown keys {preview(sorted(set(entry) - {'claim', 'date', 'doc_ids'}))}"
             )
         try:
-            day = date.fromisoformat(str(entry.get("date")))
-        except ValueError as err:
-            raise NotebookError(f"{where}.date must be a YYYY-MM-DD date") from err
+            day = date.fromisoformat(entry.get("date")) if isinstance(entry.get("date"), str) else None
+        except ValueError:
+            day = None
+        if day is None:
+            raise NotebookError(f"{where}.date must be a YYYY-MM-DD date")
         if forecast_date is not None and day > forecast_date:
             raise NotebookError(f"{where}.date {day} is after the forecast date {forecast_date}")
         doc_ids = entry.get("doc_ids", [])

@@ -53,6 +53,7 @@ MEMORY_RULES = {
 
 
 def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
+    """The system message: rules, the memory mode's rules, the tool-call convention and the tool schemas."""
     tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
     return SYSTEM_PROMPT.format(memory_rules=MEMORY_RULES[memory], tools=tools)
 
@@ -84,15 +85,16 @@ def step_prompt(
         The prompt text.
     """
     cutoff = event.cutoffs[step]
+    question, background, criteria = event.text_at(step)  # the texts as they stood at this cutoff
     lines = [
-        f"Question: {event.question}",
+        f"Question: {question}",
         "",
         f"Possible outcomes (exactly one will happen): {json.dumps(list(event.outcomes), ensure_ascii=False)}",
     ]
-    if event.background.strip():
-        lines += ["", f"Background: {event.background.strip()}"]
-    if event.resolution_criteria.strip():
-        lines += ["", f"Resolution criteria: {event.resolution_criteria.strip()}"]
+    if background.strip():
+        lines += ["", f"Background: {background.strip()}"]
+    if criteria.strip():
+        lines += ["", f"Resolution criteria: {criteria.strip()}"]
     lines += [
         "",
         f"Forecast date: {cutoff.date().isoformat()}"

@@ -2,22 +2,28 @@
 
 The forecasting environments expose a ``python(code)`` tool to the agent. That code is untrusted, so it
 runs in a separate ``bwrap`` process with fresh user/pid/net/ipc/uts/cgroup namespaces, an empty root
-file system holding only read-only binds of ``/usr`` and the interpreter's install, a small private
-``/tmp``, no ``/proc``, no ``/etc``, no host environment, no network, a seccomp filter that forbids
-creating processes or threads, and rlimits on memory, CPU and file size. A wall-clock deadline kills the
-whole sandbox.
+file system holding only read-only binds of ``/usr``, the interpreter and its standard library, and an
+allowlist of computing packages (numpy, pandas, scipy, ...; never ``forecast_dojo``, its caches or data),
+a small private ``/tmp``, no ``/proc``, no ``/etc``, no host environment, no network, a seccomp filter
+that forbids creating processes, threads, shared memory and any socket but ``AF_UNIX``, rlimits on
+memory, CPU, files and descriptors, a memory cgroup where the host allows one, and a clock that reads
+the step's cutoff (libfaketime) instead of today's date. A wall-clock deadline kills the whole sandbox.
 
-The module fails closed: when ``bwrap`` is missing or the self-test fails, :func:`run_python` returns an
-error result and runs nothing. There is no unsandboxed fallback. See ``docs/sandbox.md`` for the threat
-model and the residual risks.
+The module fails closed: when ``bwrap`` or ``libfaketime`` is missing or the self-test fails,
+:func:`run_python` returns an error result and runs nothing. There is no unsandboxed fallback. See
+``docs/sandbox.md`` for the threat model and the residual risks.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib.metadata
+import itertools
 import math
 import os
 import platform
+import re
 import selectors
 import shutil
 import signal
@@ -28,14 +34,20 @@ import sysconfig
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 
 __all__ = [
+    "ALLOWED_DISTRIBUTIONS",
     "DEFAULT_LIMITS",
+    "DEFAULT_NOW",
     "SandboxLimits",
     "SandboxResult",
+    "frame_output",
     "reset_sandbox_cache",
     "run_python",
     "sandbox_available",
+    "sandbox_python_runner",
 ]
 
 
@@ -63,14 +75,25 @@ class SandboxLimits:
     # RLIMIT_NPROC inside the sandbox. Defence in depth only: the seccomp filter already forbids
     # fork/clone, and the kernel ignores RLIMIT_NPROC for tasks whose host uid is 0 (see docs).
     max_processes: int = 32
+    # RLIMIT_NOFILE inside the sandbox. Every descriptor can pin kernel memory (a pipe buffer holds up
+    # to 1 MiB), so this also bounds memory that RLIMIT_AS does not see.
+    max_open_files: int = 64
 
     def validate(self) -> None:
-        """Reject limits that cannot be enforced, so a caller bug never silently disables a limit."""
+        """Reject limits that cannot be enforced, so a caller bug never silently disables a limit.
+
+        Raises:
+            ValueError: a limit is non-positive, not finite, or too small for the interpreter.
+        """
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ValueError(f"timeout_s must be a positive finite number, got {self.timeout_s!r}")
         if self.memory_mb < 64:
             raise ValueError(
                 f"memory_mb must be at least 64 (the interpreter needs it), got {self.memory_mb}"
+            )
+        if self.max_open_files < 16:
+            raise ValueError(
+                f"max_open_files must be at least 16 (the interpreter needs it), got {self.max_open_files}"
             )
         for name in ("max_output_bytes", "max_code_bytes", "max_processes"):
             if getattr(self, name) < 1:
@@ -78,15 +101,22 @@ class SandboxLimits:
 
 
 DEFAULT_LIMITS = SandboxLimits()
+# The sandbox's clock when the caller gives no `now`: a fixed date, never the host's.
+DEFAULT_NOW = datetime(2000, 1, 1, tzinfo=UTC)
 
 # Size of the private /tmp tmpfs. tmpfs pages are host memory outside RLIMIT_AS, so this is fixed and small.
 _TMP_SIZE_BYTES = 64 * 1024 * 1024
 # Largest single file the code may write (RLIMIT_FSIZE); Python ignores SIGXFSZ, so writes raise OSError.
 _MAX_FILE_BYTES = 32 * 1024 * 1024
+# The memory cgroup's limit is RLIMIT_AS plus this: the /tmp tmpfs, pipe and socket buffers, bwrap
+# itself and the page cache of the libraries it reads.
+_CGROUP_HEADROOM_BYTES = _TMP_SIZE_BYTES + 96 * 1024 * 1024
 # Output beyond max_output_bytes is discarded; beyond this multiple of it the sandbox is killed.
 _HARD_OUTPUT_FACTOR = 8
 _READ_CHUNK = 65536
 _SELF_TEST_LIMITS = SandboxLimits(timeout_s=20.0, memory_mb=256, max_output_bytes=1000)
+# Inside the sandbox the allowlisted packages appear here (and nowhere else).
+_SANDBOX_SITE = "/site-packages"
 
 _SANDBOX_ENV: tuple[tuple[str, str], ...] = (
     ("PATH", "/usr/local/bin:/usr/bin:/bin"),
@@ -100,7 +130,29 @@ _SANDBOX_ENV: tuple[tuple[str, str], ...] = (
     ("OPENBLAS_NUM_THREADS", "1"),
     ("OMP_NUM_THREADS", "1"),
     ("MKL_NUM_THREADS", "1"),
+    # libfaketime (LD_PRELOAD and FAKETIME are set per call): every clock starts at the cutoff and
+    # advances in real time. Monotonic clocks are shifted too: with FAKETIME_DONT_FAKE_MONOTONIC=1,
+    # libfaketime 0.9.10 makes time.sleep() fail with EINVAL. libfaketime re-reads FAKETIME from the
+    # environment when its cache expires (10 s by default), so code that set os.environ["FAKETIME"]
+    # = "+0" would see the real clock; a cache longer than any call makes the first reading final.
+    ("FAKETIME_CACHE_DURATION", "1000000"),
 )
+
+# Computing packages the agent's code may import, by distribution name, with their installed
+# dependencies. Anything else installed (forecast_dojo above all) is not bound into the sandbox.
+ALLOWED_DISTRIBUTIONS: tuple[str, ...] = (
+    "numpy",
+    "pandas",
+    "scipy",
+    "statsmodels",
+    "patsy",
+    "python-dateutil",
+    "pytz",
+    "tzdata",
+    "six",
+)
+# Never bound, even if some allowlisted package were to depend on them.
+_FORBIDDEN_DISTRIBUTIONS = frozenset({"forecast-dojo", "forecast_dojo"})
 
 # Marker in the bootstrap's argv, so a host-side `ps` (and the orphan test) can recognise sandboxes.
 BOOTSTRAP_MARKER = "# forecast_dojo.sandbox bootstrap"
@@ -111,20 +163,24 @@ BOOTSTRAP_MARKER = "# forecast_dojo.sandbox bootstrap"
 _BOOTSTRAP = (
     BOOTSTRAP_MARKER
     + """
-import resource, sys
-_as, _cpu, _fsize, _nproc = (int(v) for v in sys.argv[1:5])
-sys.path[:] = sys.argv[5:]
+import resource, sys, time
+time.time()  # libfaketime reads FAKETIME now, before the agent's code could change the environment
+_as, _cpu, _fsize, _nproc, _nofile = (int(v) for v in sys.argv[1:6])
+sys.path[:] = sys.argv[6:]
 for _kind, _soft, _hard in (
     (resource.RLIMIT_AS, _as, _as),
     (resource.RLIMIT_CPU, _cpu, _cpu + 1),
     (resource.RLIMIT_FSIZE, _fsize, _fsize),
     (resource.RLIMIT_NPROC, _nproc, _nproc),
+    (resource.RLIMIT_NOFILE, _nofile, _nofile),
+    (resource.RLIMIT_MSGQUEUE, 0, 0),
+    (resource.RLIMIT_SIGPENDING, 64, 64),
     (resource.RLIMIT_CORE, 0, 0),
 ):
     resource.setrlimit(_kind, (_soft, _hard))
 _source = sys.stdin.buffer.read().decode("utf-8")
 sys.argv[:] = ["<agent>"]
-del _as, _cpu, _fsize, _nproc, _kind, _soft, _hard, resource
+del _as, _cpu, _fsize, _nproc, _nofile, _kind, _soft, _hard, resource, time
 
 
 def _report(exc, tb):
@@ -153,9 +209,11 @@ except BaseException as _exc:
 )
 
 # --- seccomp ---------------------------------------------------------------------------------------------
-# A classic-BPF filter handed to bwrap via --seccomp. It denies (EPERM) every way to create a task and a
-# list of kernel interfaces sandboxed numeric code never needs. Task creation must be denied because the
-# kernel exempts host uid 0 from RLIMIT_NPROC, so without this a fork or thread bomb would be bounded
+# A classic-BPF filter handed to bwrap via --seccomp. It denies (EPERM) every way to create a task, every
+# way to create memory that RLIMIT_AS does not count (memfd, SysV shared memory, message queues), and a
+# list of kernel interfaces sandboxed numeric code never needs. socket()/socketpair() succeed only for
+# AF_UNIX (the network namespace does not cover AF_VSOCK, for one). Task creation must be denied because
+# the kernel exempts host uid 0 from RLIMIT_NPROC, so without this a fork or thread bomb would be bounded
 # only by the host's pid space.
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
@@ -163,19 +221,48 @@ _SECCOMP_RET_KILL_PROCESS = 0x80000000
 _SECCOMP_RET_ERRNO = 0x00050000
 _SECCOMP_RET_ALLOW = 0x7FFF0000
 _EPERM = 1
+_EAFNOSUPPORT = 97
+_AF_UNIX = 1
 _BPF_LD_W_ABS = 0x20
 _BPF_JEQ_K = 0x15
 _BPF_JGE_K = 0x35
 _BPF_RET_K = 0x06
 _SECCOMP_DATA_NR = 0
 _SECCOMP_DATA_ARCH = 4
+_SECCOMP_DATA_ARG0_LOW = 16  # args[0] is 64 bits; the socket domain is an int, its low half (little-endian)
+
+# x86_64 syscall numbers (asm/unistd_64.h) whose first argument is a socket family.
+_SOCKET_SYSCALLS_X86_64: dict[str, int] = {"socket": 41, "socketpair": 53}
 
 # x86_64 syscall numbers (asm/unistd_64.h).
 _DENIED_SYSCALLS_X86_64: dict[str, int] = {
+    # task creation
     "clone": 56,
     "fork": 57,
     "vfork": 58,
     "clone3": 435,
+    # memory outside RLIMIT_AS: memfd, SysV shared memory/semaphores/message queues, POSIX queues
+    "memfd_create": 319,
+    "memfd_secret": 447,
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "shmdt": 67,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
+    "mq_open": 240,
+    "mq_unlink": 241,
+    "mq_timedsend": 242,
+    "mq_timedreceive": 243,
+    "mq_notify": 244,
+    "mq_getsetattr": 245,
+    # kernel interfaces numeric code never needs
     "ptrace": 101,
     "syslog": 103,
     "uselib": 134,
@@ -199,11 +286,13 @@ _DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "keyctl": 250,
     "unshare": 272,
     "perf_event_open": 298,
+    "fanotify_init": 300,
     "name_to_handle_at": 303,
     "open_by_handle_at": 304,
     "setns": 308,
     "process_vm_readv": 310,
     "process_vm_writev": 311,
+    "kcmp": 312,
     "finit_module": 313,
     "kexec_file_load": 320,
     "bpf": 321,
@@ -217,6 +306,7 @@ _DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "fsconfig": 431,
     "fsmount": 432,
     "fspick": 433,
+    "pidfd_getfd": 438,
     "mount_setattr": 442,
 }
 
@@ -226,30 +316,88 @@ def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
 
 
 def seccomp_program() -> bytes:
-    """Compile the deny-list filter for x86_64; other architectures are refused (fail closed)."""
+    """Compile the seccomp filter for x86_64; other architectures are refused (fail closed).
+
+    Returns:
+        The classic-BPF program as bwrap's ``--seccomp`` expects it (``struct sock_filter[]``).
+
+    Raises:
+        OSError: the machine is not x86_64.
+    """
     machine = platform.machine()
     if machine not in ("x86_64", "AMD64"):
         raise OSError(f"no seccomp filter is defined for architecture {machine!r}")
     denied = sorted(set(_DENIED_SYSCALLS_X86_64.values()))
-    # Layout: [0] load arch, [1] arch ok?, [2] kill, [3] load nr, [4] x32 ABI?, [5..] denied nrs,
-    # [5 + n] allow, [6 + n] deny.
-    deny_at = 6 + len(denied)
+    sockets = sorted(set(_SOCKET_SYSCALLS_X86_64.values()))
+    # Layout (BPF jumps go forward only):
+    #   [0] load arch  [1] x86_64? skip : fall  [2] kill  [3] load nr  [4] x32 ABI? -> deny
+    #   [5 ..]              socket nrs -> socket_check
+    #   [5 + s ..]          denied nrs -> deny
+    #   allow_1             allow
+    #   socket_check        load args[0]; AF_UNIX? -> allow_2 : fall; errno EAFNOSUPPORT
+    #   allow_2             allow
+    #   deny                errno EPERM
+    first_check = 5
+    allow_1 = first_check + len(sockets) + len(denied)
+    socket_check = allow_1 + 1
+    allow_2 = socket_check + 3
+    deny = allow_2 + 1
+
+    def jump(at: int, target: int) -> int:
+        offset = target - at - 1
+        if not 0 <= offset <= 255:
+            raise OSError(f"seccomp jump out of range ({offset})")
+        return offset
+
     program = [
         _bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_ARCH),
         _bpf(_BPF_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
         _bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_KILL_PROCESS),
         _bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_NR),
-        _bpf(_BPF_JGE_K, deny_at - 4 - 1, 0, _X32_SYSCALL_BIT),
+        _bpf(_BPF_JGE_K, jump(4, deny), 0, _X32_SYSCALL_BIT),
     ]
-    for index, nr in enumerate(denied, start=5):
-        program.append(_bpf(_BPF_JEQ_K, deny_at - index - 1, 0, nr))
+    for nr in sockets:
+        program.append(_bpf(_BPF_JEQ_K, jump(len(program), socket_check), 0, nr))
+    for nr in denied:
+        program.append(_bpf(_BPF_JEQ_K, jump(len(program), deny), 0, nr))
+    assert len(program) == allow_1
+    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
+    program.append(_bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_ARG0_LOW))
+    program.append(_bpf(_BPF_JEQ_K, jump(socket_check + 1, allow_2), 0, _AF_UNIX))
+    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _EAFNOSUPPORT))
+    assert len(program) == allow_2
     program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
     program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _EPERM))
-    assert len(program) == deny_at + 1
+    assert len(program) == deny + 1
     return b"".join(program)
 
 
-# --- command line ----------------------------------------------------------------------------------------
+# --- the clock -------------------------------------------------------------------------------------------
+
+_LIBFAKETIME_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib64/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+
+
+def _find_libfaketime() -> str | None:
+    """The single-threaded libfaketime (Debian package ``libfaketime``), which must live under /usr."""
+    for path in _LIBFAKETIME_CANDIDATES:
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _faketime_spec(now: datetime) -> str:
+    """The ``FAKETIME`` value for libfaketime: start the clock at ``now`` (UTC, whole seconds), let it run."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return "@" + now.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+# --- file system layout ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -257,62 +405,196 @@ class _Layout:
     """Host paths the sandbox needs, resolved once per process."""
 
     interpreter: str
-    ro_binds: tuple[str, ...]
+    ro_binds: tuple[tuple[str, str], ...]  # (host source, sandbox destination), in mount order
+    hidden: tuple[str, ...]  # paths inside a bound directory covered by an empty read-only tmpfs
     symlinks: tuple[tuple[str, str], ...]  # (target, link path)
     sys_path: tuple[str, ...]
+    packages: tuple[str, ...]  # allowlisted distributions found and bound, "name version"
+    libfaketime: str
+
+
+def _is_under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_names(dist: importlib.metadata.Distribution) -> list[str]:
+    """Names of the unconditional (non-extra) requirements of an installed distribution."""
+    names = []
+    for requirement in dist.requires or ():
+        spec, _, marker = requirement.partition(";")
+        if "extra" in marker:
+            continue
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+        if match:
+            names.append(match.group(1))
+    return names
+
+
+def _site_dirs() -> list[str]:
+    """Every directory from which the host interpreter can import installed distributions."""
+    dirs = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    with contextlib.suppress(Exception):
+        import site
+
+        dirs.update(site.getsitepackages())
+        dirs.add(site.getusersitepackages())
+    dirs.update(p for p in sys.path if p and os.path.basename(p) in ("site-packages", "dist-packages"))
+    return sorted({os.path.realpath(d) for d in dirs if d})
+
+
+def _forbidden_paths() -> list[str]:
+    """Host paths the sandbox must never show, wherever they live: the package, its caches and data."""
+    home = os.path.expanduser("~")
+    paths = [
+        os.path.dirname(os.path.abspath(__file__)),  # the forecast_dojo package itself
+        os.path.join(home, ".cache", "forecast_dojo"),
+    ]
+    for var in ("FORECAST_DOJO_CACHE", "FORECAST_DOJO_DATA", "FORECAST_DOJO_ENVS"):
+        for value in os.environ.get(var, "").split(os.pathsep):
+            if value:
+                paths.append(os.path.abspath(value))
+    return sorted({os.path.realpath(p) for p in paths})
+
+
+def _allowed_package_binds() -> tuple[list[tuple[str, str]], list[str]]:
+    """(source, destination) binds for the allowlisted distributions and their dependencies.
+
+    Each top-level entry a distribution installed (its package directories, single-module files and its
+    ``.libs`` directory of vendored shared libraries) is bound on its own under ``/site-packages``; the
+    site-packages directories themselves never are. ``.dist-info`` directories are left out: every bind
+    costs bwrap a pass over the mount table (about 1 ms each on a busy machine), and the allowlisted
+    packages do not read their own metadata at import.
+    """
+    binds: dict[str, str] = {}
+    found: list[str] = []
+    queue = list(ALLOWED_DISTRIBUTIONS)
+    seen: set[str] = set()
+    forbidden = _forbidden_paths()
+    while queue:
+        name = _normalize(queue.pop(0))
+        if name in seen or name in _FORBIDDEN_DISTRIBUTIONS:
+            continue
+        seen.add(name)
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        files = dist.files
+        if not files:
+            continue
+        base = os.path.realpath(str(dist.locate_file("")))
+        tops = {
+            p.parts[0]
+            for p in files
+            if p.parts and p.parts[0] not in ("..", "__pycache__") and not p.parts[0].endswith(".dist-info")
+        }
+        entries = []
+        for top in sorted(tops):
+            source = os.path.join(base, top)
+            if not os.path.exists(source) or top == "forecast_dojo" or _is_under(source, forbidden):
+                continue
+            if any(_is_under(f, [source]) for f in forbidden):
+                continue
+            entries.append((os.path.realpath(source), f"{_SANDBOX_SITE}/{top}"))
+        if not entries:
+            continue
+        for source, destination in entries:
+            binds.setdefault(destination, source)
+        found.append(f"{dist.metadata['Name']} {dist.version}")
+        queue.extend(_requirement_names(dist))
+    return [(source, dest) for dest, source in sorted(binds.items())], found
 
 
 def _python_layout() -> _Layout:
-    """Find the interpreter, its stdlib and site-packages, and the minimal set of host dirs to bind."""
+    """Find the interpreter, its stdlib, the allowlisted packages and the minimal set of host dirs to bind.
+
+    Raises:
+        OSError: the interpreter cannot be located, or libfaketime is not installed.
+    """
+    libfaketime = _find_libfaketime()
+    if libfaketime is None:
+        raise OSError(
+            "libfaketime is not installed (apt-get install -y libfaketime); without it the sandbox "
+            "would show the real date"
+        )
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     prefix = os.path.realpath(sys.base_prefix)
     interpreter = os.path.join(prefix, "bin", f"python{version}")
     if not os.path.isfile(interpreter):
         interpreter = os.path.realpath(sys.executable)
-    paths = sysconfig.get_paths()
     # The standard library (and its compiled modules in lib-dynload) belong to the base interpreter;
     # inside a virtualenv ``platstdlib`` points into the venv, which holds no stdlib at all.
     base = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})
-    candidates = [
+    stdlib_candidates = [
         os.path.join(prefix, "lib", f"python{sys.version_info.major}{sys.version_info.minor}.zip"),
         base["stdlib"],
         base["platstdlib"],
         os.path.join(base["platstdlib"], "lib-dynload"),
-        paths["purelib"],
-        paths["platlib"],
     ]
     sys_path: list[str] = []
-    for path in candidates:
+    for path in stdlib_candidates:
         real = os.path.realpath(path)
         if os.path.exists(real) and real not in sys_path:
             sys_path.append(real)
 
+    binds: list[tuple[str, str]] = [("/usr", "/usr")]
     roots = ["/usr"]
-    if not _is_under(prefix, roots):
-        roots.append(prefix)
-    # A virtualenv's site-packages lives outside base_prefix: bind just that directory, never its parents.
-    for path in sys_path:
-        if not _is_under(path, roots):
-            roots.append(path)
-    if not _is_under(interpreter, roots):
-        raise OSError(f"interpreter {interpreter} is outside the directories bound into the sandbox")
 
-    ro_binds = list(roots)
+    def bind(path: str) -> None:
+        if not _is_under(path, roots):
+            binds.append((path, path))
+            roots.append(path)
+
+    # The interpreter's install prefix as one bind (each bind costs bwrap a pass over the mount table);
+    # its site-packages directories are covered below, so only the interpreter and stdlib show.
+    bind(prefix)
+    bind(interpreter)
+    for path in sys_path:
+        bind(path)
+    # A shared libpython (pyenv, python.org builds) lives in LIBDIR beside lib/pythonX.Y; bind the file.
+    libdir = sysconfig.get_config_var("LIBDIR")
+    soname = sysconfig.get_config_var("INSTSONAME")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir and soname:
+        libpython = os.path.join(os.path.realpath(libdir), soname)
+        if os.path.isfile(libpython):
+            bind(libpython)
+    if not _is_under(libfaketime, roots):
+        raise OSError(f"libfaketime at {libfaketime} is outside the directories bound into the sandbox")
+
+    # Site directories (and the package, its caches and data) inside a bound directory are covered by
+    # an empty read-only tmpfs: the stdlib directory holds site-packages, /usr holds dist-packages.
+    hidden = sorted(
+        {p for p in (*_site_dirs(), *_forbidden_paths()) if os.path.isdir(p) and _is_under(p, roots)}
+    )
+    package_binds, packages = _allowed_package_binds()
+    binds.extend(package_binds)
+    sys_path.append(_SANDBOX_SITE)
+
     symlinks: list[tuple[str, str]] = []
     # Merged-/usr systems have /bin, /lib... as symlinks into /usr; older ones have real directories.
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
             symlinks.append((os.readlink(top), top))
         elif os.path.isdir(top):
-            ro_binds.append(top)
-    return _Layout(interpreter, tuple(ro_binds), tuple(symlinks), tuple(sys_path))
+            binds.insert(1, (top, top))
+    return _Layout(
+        interpreter,
+        tuple(binds),
+        tuple(hidden),
+        tuple(symlinks),
+        tuple(sys_path),
+        tuple(packages),
+        libfaketime,
+    )
 
 
-def _is_under(path: str, roots: list[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
-
-
-def _bwrap_argv(bwrap: str, layout: _Layout, seccomp_fd: int, limits: SandboxLimits) -> list[str]:
+def _bwrap_argv(
+    bwrap: str, layout: _Layout, seccomp_fd: int, limits: SandboxLimits, now: datetime
+) -> list[str]:
     """The full bwrap + interpreter argv. Everything after '--' is fixed; the agent's code is on stdin."""
     argv = [
         bwrap,
@@ -333,10 +615,14 @@ def _bwrap_argv(bwrap: str, layout: _Layout, seccomp_fd: int, limits: SandboxLim
     ]
     for name, value in _SANDBOX_ENV:
         argv += ["--setenv", name, value]
+    argv += ["--setenv", "LD_PRELOAD", layout.libfaketime, "--setenv", "FAKETIME", _faketime_spec(now)]
     # The private /tmp comes first, so that binds below it (a virtualenv under /tmp) stay visible.
     argv += ["--perms", "1777", "--size", str(_TMP_SIZE_BYTES), "--tmpfs", "/tmp"]
-    for path in layout.ro_binds:
-        argv += ["--ro-bind", path, path]
+    for source, destination in layout.ro_binds:
+        argv += ["--ro-bind", source, destination]
+    for path in layout.hidden:
+        # Owned by the sandbox's root with mode 0555: the sandbox's uid 65534 cannot write to it.
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
     for target, link in layout.symlinks:
         argv += ["--symlink", target, link]
     argv += [
@@ -363,9 +649,191 @@ def _bwrap_argv(bwrap: str, layout: _Layout, seccomp_fd: int, limits: SandboxLim
         str(math.ceil(limits.timeout_s) + 1),
         str(_MAX_FILE_BYTES),
         str(limits.max_processes),
+        str(limits.max_open_files),
         *layout.sys_path,
     ]
     return argv
+
+
+# --- memory cgroup ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CgroupParent:
+    """A cgroup directory (v1 memory hierarchy or v2 unified) under which per-call groups are made."""
+
+    version: int
+    path: str
+
+
+_cgroup_counter = itertools.count()
+
+
+def _mountinfo() -> list[tuple[str, str, str, str]]:
+    """(root, mount point, fs type, super options) of every mount of this process."""
+    rows = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            fields, tail = left.split(), right.split()
+            if len(fields) >= 5 and len(tail) >= 3:
+                rows.append((fields[3], fields[4], tail[0], tail[2]))
+    return rows
+
+
+def _cgroup_dir(
+    mounts: list[tuple[str, str, str, str]], fstype: str, controller: str | None, rel: str
+) -> str | None:
+    for root, point, kind, options in mounts:
+        if kind != fstype or (controller and controller not in options.split(",")):
+            continue
+        if rel == root or rel.startswith(root.rstrip("/") + "/") or root == "/":
+            suffix = rel[len(root) :] if root != "/" else rel
+            candidate = os.path.normpath(os.path.join(point, suffix.lstrip("/")))
+            if os.path.isdir(candidate):
+                return candidate
+    return None
+
+
+def _find_cgroup_parent() -> tuple[_CgroupParent | None, str]:
+    """Where this process may create memory-limited child cgroups, and a sentence on why (not)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return None, f"no memory cgroup: cannot read /proc/self/cgroup ({exc})"
+    mounts = _mountinfo()
+    v1_rel = v2_rel = None
+    for line in lines:
+        hierarchy, controllers, rel = line.split(":", 2)
+        if hierarchy == "0" and controllers == "":
+            v2_rel = rel
+        elif "memory" in controllers.split(","):
+            v1_rel = rel
+    if v1_rel is not None:
+        path = _cgroup_dir(mounts, "cgroup", "memory", v1_rel)
+        if path and os.access(path, os.W_OK):
+            return _CgroupParent(1, path), f"memory cgroup v1 under {path}"
+    if v2_rel is not None:
+        path = _cgroup_dir(mounts, "cgroup2", None, v2_rel)
+        if path and os.access(path, os.W_OK):
+            try:
+                if "memory" not in Path(path, "cgroup.controllers").read_text().split():
+                    return None, f"no memory cgroup: the memory controller is not available in {path}"
+                control = Path(path, "cgroup.subtree_control")
+                if "memory" not in control.read_text().split():
+                    # Fails with EBUSY when this cgroup holds processes (the "no internal processes" rule).
+                    control.write_text("+memory")
+            except OSError as exc:
+                return None, f"no memory cgroup: cannot enable the memory controller in {path} ({exc})"
+            return _CgroupParent(2, path), f"memory cgroup v2 under {path}"
+    return (
+        None,
+        "no memory cgroup: no writable memory cgroup hierarchy (rlimits and seccomp still bound memory)",
+    )
+
+
+def _remove_stale_cgroups(parent: _CgroupParent) -> None:
+    """Remove per-call cgroups left behind by processes that died mid-call (they hold no tasks)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent.path):
+            match = re.fullmatch(r"forecast-dojo-sandbox-(\d+)-\d+", entry.name)
+            if match and entry.is_dir() and not os.path.exists(f"/proc/{match.group(1)}"):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)
+
+
+class _Cgroup:
+    """One per-call memory cgroup: created with a limit, joined by the sandbox, removed afterwards."""
+
+    def __init__(self, parent: _CgroupParent, limit_bytes: int) -> None:
+        self.parent = parent
+        self.path = os.path.join(parent.path, f"forecast-dojo-sandbox-{os.getpid()}-{next(_cgroup_counter)}")
+        os.mkdir(self.path)
+        try:
+            if parent.version == 1:
+                self._write("memory.limit_in_bytes", str(limit_bytes))
+                with contextlib.suppress(OSError):  # only with swap accounting; forbids swapping out
+                    self._write("memory.memsw.limit_in_bytes", str(limit_bytes))
+                with contextlib.suppress(OSError):
+                    self._write("memory.swappiness", "0")
+            else:
+                self._write("memory.max", str(limit_bytes))
+                with contextlib.suppress(OSError):
+                    self._write("memory.swap.max", "0")
+                with contextlib.suppress(OSError):
+                    self._write("memory.oom.group", "1")
+        except BaseException:
+            self.remove(wait_s=1.0)
+            raise
+
+    @property
+    def procs(self) -> str:
+        """The file a process writes its pid to in order to join this cgroup."""
+        return os.path.join(self.path, "cgroup.procs")
+
+    def _write(self, name: str, value: str) -> None:
+        with open(os.path.join(self.path, name), "w") as handle:
+            handle.write(value)
+
+    def _read(self, name: str) -> str:
+        try:
+            with open(os.path.join(self.path, name)) as handle:
+                return handle.read()
+        except OSError:
+            return ""
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer killed a process of this cgroup at its limit."""
+        text = self._read("memory.oom_control" if self.parent.version == 1 else "memory.events")
+        match = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+        return bool(match and int(match.group(1)) > 0)
+
+    def peak_bytes(self) -> int:
+        """Highest memory use of the cgroup; -1 when the kernel does not report it (v2 before 5.19)."""
+        name = "memory.max_usage_in_bytes" if self.parent.version == 1 else "memory.peak"
+        if not os.path.exists(os.path.join(self.path, name)):
+            return -1
+        text = self._read(name).strip()
+        return int(text) if text.isdigit() else 0
+
+    def remove(self, wait_s: float = 0.0) -> bool:
+        """Remove the cgroup; False while the sandbox's last processes are still being reaped.
+
+        Args:
+            wait_s: How long to keep retrying (0: try once).
+        """
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                os.rmdir(self.path)
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.005)
+
+
+# Per-call cgroups whose sandbox was still exiting when the call returned; removed on a later call.
+_pending_cgroups: list[_Cgroup] = []
+_pending_lock = threading.Lock()
+
+
+def _retire(cgroup: _Cgroup | None) -> None:
+    """Remove this call's cgroup, or leave it for later, and remove any earlier ones now empty."""
+    with _pending_lock:
+        if cgroup is not None:
+            _pending_cgroups.append(cgroup)
+        _pending_cgroups[:] = [group for group in _pending_cgroups if not group.remove()]
+
+
+@atexit.register
+def _remove_pending_cgroups() -> None:
+    with _pending_lock:
+        for group in _pending_cgroups:
+            group.remove(wait_s=1.0)
+        _pending_cgroups.clear()
 
 
 # --- running ---------------------------------------------------------------------------------------------
@@ -387,39 +855,85 @@ def _memfd_with(name: str, data: bytes) -> int:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL bwrap's process group; --die-with-parent then kills the sandbox's pid 1, which takes down
-    every process in the sandbox's pid namespace."""
+    """SIGKILL bwrap's process group.
+
+    ``--die-with-parent`` then kills the sandbox's pid 1, which takes down every process in the sandbox's
+    pid namespace.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
 
 
-def _execute(bwrap: str, layout: _Layout, source: bytes, limits: SandboxLimits) -> SandboxResult:
+# Joins the cgroup, then becomes bwrap: everything bwrap starts is created inside the cgroup. If joining
+# fails the call still runs, bounded by the rlimits and seccomp (the self-test checks that joining works).
+_CGROUP_TRAMPOLINE = 'echo $$ > "$0" 2>/dev/null; exec "$@"'
+
+
+def _execute(
+    bwrap: str,
+    layout: _Layout,
+    source: bytes,
+    limits: SandboxLimits,
+    now: datetime,
+    cgroup_parent: _CgroupParent | None,
+    probe: list[int] | None = None,
+) -> SandboxResult:
     """Start bwrap, stream its output under the caps, enforce the deadline, and summarise."""
     cap = limits.max_output_bytes
     hard_cap = cap * _HARD_OUTPUT_FACTOR
-    code_fd = _memfd_with("sandbox-code", source)
+    cgroup = None
+    if cgroup_parent is not None:
+        cgroup = _Cgroup(cgroup_parent, limits.memory_mb * 1024 * 1024 + _CGROUP_HEADROOM_BYTES)
     try:
-        seccomp_fd = _memfd_with("sandbox-seccomp", seccomp_program())
+        code_fd = _memfd_with("sandbox-code", source)
         try:
-            argv = _bwrap_argv(bwrap, layout, seccomp_fd, limits)
-            start = time.monotonic()
-            proc = subprocess.Popen(
-                argv,
-                stdin=code_fd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(seccomp_fd,),
-                env={},
-                start_new_session=True,
-                close_fds=True,
-            )
+            seccomp_fd = _memfd_with("sandbox-seccomp", seccomp_program())
+            try:
+                argv = _bwrap_argv(bwrap, layout, seccomp_fd, limits, now)
+                if cgroup is not None:
+                    argv = ["/bin/sh", "-c", _CGROUP_TRAMPOLINE, cgroup.procs, *argv]
+                start = time.monotonic()
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=code_fd,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(seccomp_fd,),
+                    env={},
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            finally:
+                os.close(seccomp_fd)
         finally:
-            os.close(seccomp_fd)
+            os.close(code_fd)
+        result = _collect(proc, start, limits, cap, hard_cap)
+        if cgroup is not None:
+            if probe is not None:
+                probe.append(cgroup.peak_bytes())
+            if result.exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL) and cgroup.oom_killed():
+                limit_mb = (limits.memory_mb * 1024 * 1024 + _CGROUP_HEADROOM_BYTES) // (1024 * 1024)
+                message = f"memory limit of {limit_mb} MiB exceeded; the process was killed"
+                result = SandboxResult(
+                    ok=False,
+                    stdout=result.stdout,
+                    stderr=result.stderr,
+                    exit_code=None,
+                    timed_out=result.timed_out,
+                    truncated=result.truncated,
+                    error="; ".join(filter(None, [message, result.error])),
+                )
+        return result
     finally:
-        os.close(code_fd)
+        _retire(cgroup)
 
+
+def _collect(
+    proc: subprocess.Popen[bytes], start: float, limits: SandboxLimits, cap: int, hard_cap: int
+) -> SandboxResult:
+    """Read the sandbox's output under the caps until it exits or the deadline passes."""
     deadline = start + limits.timeout_s
     kept = {"stdout": bytearray(), "stderr": bytearray()}
     seen = {"stdout": 0, "stderr": 0}
@@ -497,6 +1011,7 @@ class _Availability:
     reason: str
     bwrap: str | None = None
     layout: _Layout | None = None
+    cgroup: _CgroupParent | None = None
 
 
 _cache_lock = threading.Lock()
@@ -510,8 +1025,11 @@ def reset_sandbox_cache() -> None:
         _cache = None
 
 
+_SELF_TEST_CODE = b"import time\nprint(6 * 7, time.gmtime().tm_year)\n"
+
+
 def _self_test() -> _Availability:
-    """Locate bwrap and run a tiny program through the exact production command line."""
+    """Locate bwrap and libfaketime and run a tiny program through the exact production command line."""
     if not sys.platform.startswith("linux"):
         return _Availability(False, f"bubblewrap sandboxing needs Linux, this is {sys.platform}")
     bwrap = shutil.which("bwrap")
@@ -519,13 +1037,32 @@ def _self_test() -> _Availability:
         return _Availability(False, "bwrap (bubblewrap) is not installed or not on PATH")
     try:
         layout = _python_layout()
-        result = _execute(bwrap, layout, b"print(6 * 7)\n", _SELF_TEST_LIMITS)
+    except OSError as exc:
+        return _Availability(False, str(exc))
+    cgroup, cgroup_note = _find_cgroup_parent()
+    if cgroup is not None:
+        _remove_stale_cgroups(cgroup)
+    try:
+        peak: list[int] = []
+        try:
+            result = _execute(bwrap, layout, _SELF_TEST_CODE, _SELF_TEST_LIMITS, DEFAULT_NOW, cgroup, peak)
+        except OSError as exc:
+            if cgroup is None:
+                raise
+            cgroup, cgroup_note = None, f"no memory cgroup: cannot create one ({exc})"
+            result = _execute(bwrap, layout, _SELF_TEST_CODE, _SELF_TEST_LIMITS, DEFAULT_NOW, None)
+        if cgroup is not None and result.ok and peak == [0]:
+            # The sandbox did not join the cgroup (or the kernel does not account it): run without.
+            cgroup, cgroup_note = None, "no memory cgroup: the sandbox could not join one"
     except (OSError, subprocess.SubprocessError, ValueError) as exc:
         return _Availability(False, f"self-test could not start bwrap: {exc}")
-    if not result.ok or result.stdout != "42\n":
+    expected = f"42 {DEFAULT_NOW.year}\n"
+    if not result.ok or result.stdout != expected:
         detail = (result.stderr.strip().splitlines() or [result.error or f"exit code {result.exit_code}"])[0]
+        if result.ok:
+            detail = f"printed {result.stdout!r}, expected {expected!r} (is the clock faked?)"
         return _Availability(False, f"self-test failed: {detail}")
-    return _Availability(True, f"bubblewrap sandbox via {bwrap}", bwrap, layout)
+    return _Availability(True, f"bubblewrap sandbox via {bwrap}; {cgroup_note}", bwrap, layout, cgroup)
 
 
 def _availability() -> _Availability:
@@ -537,9 +1074,19 @@ def _availability() -> _Availability:
 
 
 def sandbox_available() -> tuple[bool, str]:
-    """Whether sandboxed execution works here (cached self-test), and why not when it does not."""
+    """Whether sandboxed execution works here (cached self-test), and why not when it does not.
+
+    Returns:
+        ``(ok, reason)``; the reason also says whether a memory cgroup bounds each call.
+    """
     state = _availability()
     return state.ok, state.reason
+
+
+def sandbox_packages() -> tuple[str, ...]:
+    """The allowlisted distributions found on this host and visible inside the sandbox ("name version")."""
+    state = _availability()
+    return state.layout.packages if state.layout is not None else ()
 
 
 def _refusal(error: str) -> SandboxResult:
@@ -548,8 +1095,23 @@ def _refusal(error: str) -> SandboxResult:
     )
 
 
-def run_python(code: str, limits: SandboxLimits = DEFAULT_LIMITS) -> SandboxResult:
-    """Run agent-written Python in the sandbox; never runs it unsandboxed."""
+def run_python(
+    code: str, limits: SandboxLimits = DEFAULT_LIMITS, *, now: datetime | None = None
+) -> SandboxResult:
+    """Run agent-written Python in the sandbox; never runs it unsandboxed.
+
+    Args:
+        code: The program, as text.
+        limits: Resource limits for this run.
+        now: What the sandbox's wall clock reads at start (it then advances in real time); naive
+            datetimes are taken as UTC. ``None`` means :data:`DEFAULT_NOW`, never the host's date.
+
+    Returns:
+        The run's outcome; ``error`` is set (and nothing ran) when the sandbox is unavailable.
+
+    Raises:
+        ValueError: ``limits`` is invalid (a caller bug, not an agent error).
+    """
     limits.validate()
     state = _availability()
     if not state.ok or state.bwrap is None or state.layout is None:
@@ -563,6 +1125,67 @@ def run_python(code: str, limits: SandboxLimits = DEFAULT_LIMITS) -> SandboxResu
             f"code is {len(source)} bytes, over the limit of {limits.max_code_bytes} bytes; nothing was run"
         )
     try:
-        return _execute(state.bwrap, state.layout, source, limits)
+        return _execute(state.bwrap, state.layout, source, limits, now or DEFAULT_NOW, state.cgroup)
     except (OSError, subprocess.SubprocessError) as exc:
         return _refusal(f"python sandbox unavailable: could not start bwrap: {exc}")
+
+
+# --- framing for the agent -------------------------------------------------------------------------------
+
+STDOUT_OPEN, STDOUT_CLOSE = "<python_stdout>", "</python_stdout>"
+STDERR_OPEN, STDERR_CLOSE = "<python_stderr>", "</python_stderr>"
+# Anything in the program's output that could be read as one of the frame's tags (any case, spaces or a
+# slash after '<') has its '<' replaced by "&lt;", so the program cannot close its frame and forge text
+# outside it.
+_TAG_LIKE = re.compile(r"<(?=\s*/?\s*python_std(?:out|err))", re.IGNORECASE)
+
+
+def _neutralize(text: str) -> str:
+    return _TAG_LIKE.sub("&lt;", text)
+
+
+def frame_output(result: SandboxResult) -> tuple[str, str | None]:
+    """Render a run for the agent: (framed program output, env error or None).
+
+    The program's stdout (always) and stderr (when not empty) are wrapped in ``<python_stdout>`` /
+    ``<python_stderr>`` blocks; whatever the program prints can neither close a block nor open one, so
+    all text outside the blocks, and the tool layer's ``Error: ...`` line before them, is the env's.
+
+    Args:
+        result: What :func:`run_python` returned.
+
+    Returns:
+        ``(content, error)``: the framed output, and the env's error for a failed run (sandbox refused,
+        limit hit, non-zero exit code), else ``None``.
+    """
+    blocks = []
+    for opening, closing, text in (
+        (STDOUT_OPEN, STDOUT_CLOSE, result.stdout),
+        (STDERR_OPEN, STDERR_CLOSE, result.stderr),
+    ):
+        if text or opening == STDOUT_OPEN:
+            body = _neutralize(text)
+            if body and not body.endswith("\n"):
+                body += "\n"
+            blocks.append(f"{opening}\n{body}{closing}")
+    content = "\n".join(blocks)
+    if result.error:
+        return content, result.error
+    if not result.ok:
+        return content, f"the program exited with code {result.exit_code}"
+    return content, None
+
+
+def sandbox_python_runner(code: str, now: datetime) -> tuple[str, str | None]:
+    """The env's python tool: run ``code`` with the clock at ``now`` (the step's cutoff) and frame it.
+
+    Fails closed: when no sandbox is available the error says so and nothing runs.
+
+    Args:
+        code: The agent's program.
+        now: The forecast step's cutoff; the sandbox's clock reads it.
+
+    Returns:
+        ``(content, error)`` as :func:`frame_output` gives them.
+    """
+    return frame_output(run_python(code, now=now))

@@ -10,15 +10,18 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
+from forecast_dojo.untrusted import preview
 
 EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
+# A resolution this long after the close is a typo (ForecastBench's longest is 28 days): see Event.
+MAX_RESOLUTION_LAG = timedelta(days=5 * 366)
 
 
 class SchemaError(ForecastDojoError, ValueError):
@@ -67,7 +70,20 @@ class MarketPoint:
 class Event:
     """One resolved question: an episode whose steps are forecasts at ``cutoffs``.
 
-    ``outcome`` is the realized label; it and ``market`` never reach the agent.
+    ``outcome`` is the realized label; it and ``market`` never reach the agent. Checked on
+    construction (so on every load), each error naming the event and the field:
+
+    * ``outcomes``: a list of K >= 2 distinct non-empty label strings (a bare string is refused, not
+      read as one label per character); ``outcome`` one of them;
+    * instants: timezone-aware; ``open_at <= close_at <= resolved_at``; every cutoff in
+      ``[open_at, close_at]`` (an imported event's single cutoff is its ``open_at``), strictly
+      increasing; ``resolved_at`` at most :data:`MAX_RESOLUTION_LAG` (5 years) after ``close_at``.
+      The rule is relative, not against today's date, so loading is deterministic and worlds dated in
+      the future (the synthetic 2031-2032 world) load, while a mistyped year (``2099``) is caught;
+    * ``excluded_doc_ids`` (the leakage screen's exclusions): a list of non-empty document id
+      strings; the legacy ``extra["excluded_doc_ids"]`` is absent, such a list, or an object whose
+      keys are ``"all"``, a step index (``"0"`` .. ``"K-1"``) or a cutoff in ISO form, each mapping
+      to such a list (merged into ``excluded_doc_ids``).
     """
 
     id: str
@@ -89,15 +105,17 @@ class Event:
 
     def __post_init__(self) -> None:
         where = f"event {self.id!r}"
-        object.__setattr__(
-            self,
-            "excluded_doc_ids",
-            _excluded_ids(where, self.excluded_doc_ids, self.extra.get("excluded_doc_ids")),
-        )
         if not isinstance(self.id, str) or not self.id:
             raise SchemaError(f"event id must be a non-empty string, got {self.id!r}")
-        if not self.question.strip():
+        if not isinstance(self.question, str) or not self.question.strip():
             raise SchemaError(f"{where}: empty question")
+        if not isinstance(self.outcomes, (tuple, list)) or not all(
+            isinstance(o, str) and o.strip() for o in self.outcomes
+        ):
+            raise SchemaError(
+                f"{where}: field 'outcomes' must be a list of non-empty label strings, got {preview(self.outcomes)}"
+            )
+        object.__setattr__(self, "outcomes", tuple(self.outcomes))
         if len(self.outcomes) < 2 or len(set(self.outcomes)) != len(self.outcomes):
             raise SchemaError(f"{where}: needs K >= 2 distinct outcome labels, got {list(self.outcomes)}")
         if self.outcome not in self.outcomes:
@@ -106,16 +124,72 @@ class Event:
             raise SchemaError(f"{where}: no forecast cutoffs")
         if list(self.cutoffs) != sorted(set(self.cutoffs)):
             raise SchemaError(f"{where}: cutoffs must be strictly increasing")
+        for name in ("open_at", "close_at", "resolved_at"):
+            value = getattr(self, name)
+            if not isinstance(value, datetime) or value.tzinfo is None:
+                raise SchemaError(f"{where}: field {name!r} must be an aware datetime, got {preview(value)}")
+        for cutoff in self.cutoffs:
+            if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
+                raise SchemaError(
+                    f"{where}: field 'cutoffs' must hold aware datetimes, got {preview(cutoff)}"
+                )
         if not self.open_at <= self.close_at <= self.resolved_at:
             raise SchemaError(f"{where}: need open_at <= close_at <= resolved_at")
-        if self.cutoffs[-1] > self.resolved_at:
-            raise SchemaError(f"{where}: a cutoff lies after the resolution")
+        if self.resolved_at - self.close_at > MAX_RESOLUTION_LAG:
+            raise SchemaError(
+                f"{where}: field 'resolved_at' {iso(self.resolved_at)} is more than {MAX_RESOLUTION_LAG.days} days "
+                f"after close_at {iso(self.close_at)}"
+            )
+        if self.cutoffs[0] < self.open_at:
+            raise SchemaError(
+                f"{where}: field 'cutoffs': {iso(self.cutoffs[0])} is before open_at {iso(self.open_at)}"
+            )
+        if self.cutoffs[-1] > self.close_at:
+            raise SchemaError(
+                f"{where}: field 'cutoffs': {iso(self.cutoffs[-1])} is after close_at {iso(self.close_at)}"
+            )
+        self._check_excluded_doc_ids(where)
+        object.__setattr__(
+            self,
+            "excluded_doc_ids",
+            _excluded_ids(where, self.excluded_doc_ids, self.extra.get("excluded_doc_ids")),
+        )
         for point in self.market:
             check_distribution(
                 point.probabilities, len(self.outcomes), where=f"{where} market at {iso(point.at)}"
             )
         if [p.at for p in self.market] != sorted(p.at for p in self.market):
             raise SchemaError(f"{where}: market series must be ordered by time")
+
+    def _check_excluded_doc_ids(self, where: str) -> None:
+        if not isinstance(self.extra, dict):
+            raise SchemaError(f"{where}: field 'extra' must be an object, got {preview(self.extra)}")
+        excluded = self.extra.get("excluded_doc_ids")
+        if excluded is None:
+            return
+        field_name = "extra['excluded_doc_ids']"
+
+        def check_ids(ids: Any, key: str) -> None:
+            if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+                raise SchemaError(
+                    f"{where}: field {field_name}{key} must be a list of document id strings, got {preview(ids)}"
+                )
+
+        if isinstance(excluded, list):
+            check_ids(excluded, "")
+            return
+        if not isinstance(excluded, dict):
+            raise SchemaError(
+                f"{where}: field {field_name} must be a list of document ids or an object by step, got {preview(excluded)}"
+            )
+        keys = {"all"} | {str(i) for i in range(self.n_steps)} | {iso(c) for c in self.cutoffs}
+        for key, ids in excluded.items():
+            if key not in keys:
+                raise SchemaError(
+                    f"{where}: field {field_name} has key {preview(key)}; keys are 'all', a step index "
+                    f"0..{self.n_steps - 1} or a cutoff in ISO form"
+                )
+            check_ids(ids, f"[{key!r}]")
 
     @property
     def outcome_index(self) -> int:
@@ -124,6 +198,29 @@ class Event:
     @property
     def n_steps(self) -> int:
         return len(self.cutoffs)
+
+    def text_at(self, step: int) -> tuple[str, str, str]:
+        """(question, background, resolution criteria) as they stood at step ``step``'s cutoff.
+
+        ``extra["text_versions"]`` (written by importers of sources that edit questions, see
+        ``forecast_dojo.events.texts``) lists ``{"from", "question", "background",
+        "resolution_criteria"}`` in time order; the latest version with ``from <= cutoff`` applies, and
+        the event's own fields (the earliest text, every dated note removed) before the first.
+        """
+        cutoff = self.cutoffs[step]
+        chosen = (self.question, self.background, self.resolution_criteria)
+        for version in self.extra.get("text_versions") or ():
+            try:
+                if parse_instant(version["from"]) > cutoff:
+                    break
+                chosen = (
+                    str(version.get("question") or self.question),
+                    str(version.get("background") or ""),
+                    str(version.get("resolution_criteria") or ""),
+                )
+            except (InstantError, KeyError, TypeError):
+                continue
+        return chosen
 
     def market_at(self, instant: datetime) -> tuple[float, ...] | None:
         """The latest market belief at or before ``instant`` (evaluation only; never shown to the agent)."""
@@ -165,9 +262,13 @@ def check_distribution(values: Sequence[float], k: int, *, where: str = "distrib
         raise SchemaError(f"{where}: expected {k} probabilities, got {len(values)}")
     out = []
     for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise SchemaError(f"{where}: probabilities must be finite numbers >= 0, got {v!r}")
-        out.append(float(v))
+        try:
+            number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number) or number < 0:
+            raise SchemaError(f"{where}: probabilities must be finite numbers >= 0, got {preview(v)}")
+        out.append(number)
     total = sum(out)
     if abs(total - 1.0) > 1e-3:
         raise SchemaError(f"{where}: probabilities sum to {total:.6g}, not 1")
@@ -215,16 +316,23 @@ def event_from_record(record: dict[str, Any]) -> Event:
     ]
     if missing:
         raise SchemaError(f"event {rid!r}: missing field(s) {missing}")
+    outcomes = record["outcomes"]
+    if not isinstance(outcomes, (list, tuple)):
+        raise SchemaError(
+            f"event {rid!r}: field 'outcomes' must be a list of labels, got {preview(outcomes)}"
+        )
     try:
         extra = record.get("extra") or {}
         if isinstance(extra, str):
             extra = json.loads(extra)
+        if not isinstance(extra, dict):
+            raise SchemaError(f"event {rid!r}: field 'extra' must be a JSON object, got {preview(extra)}")
         return Event(
             id=str(record["id"]),
             question=str(record["question"]),
             background=str(record.get("background") or ""),
             resolution_criteria=str(record.get("resolution_criteria") or ""),
-            outcomes=tuple(str(o) for o in record["outcomes"]),
+            outcomes=tuple(outcomes),
             outcome=str(record["outcome"]),
             open_at=parse_instant(record["open_at"]),
             close_at=parse_instant(record["close_at"]),

@@ -71,11 +71,13 @@ class UnicodeText(Space[str]):
         return isinstance(x, str) and len(x) <= self.max_length
 
     def sample(self, mask: Any = None, probability: Any = None) -> str:
+        """A random string of up to 64 characters (accents, curly quotes, JSON punctuation)."""
         length = int(self.np_random.integers(0, min(self.max_length, 64) + 1))
         return "".join(self.np_random.choice(_SAMPLE_ALPHABET, size=length))
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: text cannot be flattened to a numpy array."""
         return False
 
     def __repr__(self) -> str:
@@ -114,6 +116,7 @@ class TextList(Space[list]):
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: text cannot be flattened to a numpy array."""
         return False
 
     def __eq__(self, other: object) -> bool:
@@ -133,17 +136,20 @@ class ChatMessages(Space[list]):
         super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
+        """Whether ``x`` is a list of message dicts with a known role and string content."""
         return isinstance(x, list) and all(
             isinstance(m, dict) and m.get("role") in self.roles and isinstance(m.get("content"), str)
             for m in x
         )
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, str]]:
+        """One random user message."""
         text = UnicodeText(seed=int(self.np_random.integers(2**31)))
         return [{"role": "user", "content": text.sample()}]
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: text cannot be flattened to a numpy array."""
         return False
 
     def __eq__(self, other: object) -> bool:
@@ -160,6 +166,7 @@ class AssistantTurn(Space[Any]):
         super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
+        """Whether ``x`` is a string or a dict whose ``content`` is a string or None."""
         return isinstance(x, str) or (
             isinstance(x, dict) and isinstance(x.get("content", ""), (str, type(None)))
         )
@@ -173,6 +180,7 @@ class AssistantTurn(Space[Any]):
 
     @property
     def is_np_flattenable(self) -> bool:
+        """False: text cannot be flattened to a numpy array."""
         return False
 
     def __eq__(self, other: object) -> bool:

@@ -11,23 +11,32 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
-from forecast_dojo.gateway import CutoffView
+from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.timeutil import from_micros
+from forecast_dojo.untrusted import preview
 
 SNIPPET_CHARS = 500
 MAX_TOP_K = 20
 MAX_READ_CHARS = 20_000
+MAX_QUERY_CHARS = 2_000
+MAX_DOC_ID_CHARS = 512
+MAX_OFFSET = 10**9
+MAX_CODE_CHARS = 20_000
+MAX_RATIONALE_CHARS = 4_000
+INTERNAL_ERROR_PREFIX = "internal error in tool"
 TOOL_NAMES = ("search", "read", "python", "submit_forecast")
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]?(?=\s|$)")
 UNIFORM_READ_ERROR = "no readable document with that id: read only ids returned by search in this step"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,13 +81,16 @@ class ForecastTools:
         forecast_date: date,
         *,
         memory: str = "none",
-        python_runner: Callable[[str], tuple[str, str | None]] | None = None,
+        python_runner: Callable[[str, datetime], tuple[str, str | None]] | None = None,
+        now: datetime | None = None,
     ) -> None:
         self.view = view
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
         self.python_runner = python_runner
+        # What the python sandbox's clock reads: the step's cutoff (midnight UTC of the date if not given).
+        self.now = now or datetime(forecast_date.year, forecast_date.month, forecast_date.day, tzinfo=UTC)
         self.surfaced: set[str] = set()
 
     # ------------------------------------------------------------------ the tools
@@ -92,6 +104,10 @@ class ForecastTools:
         """
         if not isinstance(query, str) or not query.strip():
             return ToolResult("", error="query must be a non-empty string")
+        if len(query) > MAX_QUERY_CHARS:
+            return ToolResult(
+                "", error=f"query is {len(query)} characters long; the cap is {MAX_QUERY_CHARS}"
+            )
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
             return ToolResult("", error=f"top_k must be an integer from 1 to {MAX_TOP_K}")
         rows = self.view.search(query.strip(), top_k)
@@ -125,11 +141,12 @@ class ForecastTools:
             offset: Character offset to start from (use the previous page's next_offset).
             limit: Maximum number of characters to return, up to 20000.
         """
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            return ToolResult("", error="offset must be an integer >= 0")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+            return ToolResult("", error=f"offset must be an integer from 0 to {MAX_OFFSET}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_CHARS:
             return ToolResult("", error=f"limit must be an integer from 1 to {MAX_READ_CHARS}")
-        document = self.view.get(doc_id) if isinstance(doc_id, str) and doc_id in self.surfaced else None
+        readable = isinstance(doc_id, str) and len(doc_id) <= MAX_DOC_ID_CHARS and doc_id in self.surfaced
+        document = self.view.get(doc_id) if readable else None
         if document is None:
             return ToolResult("", error=UNIFORM_READ_ERROR)
         page = document.text[offset : offset + limit]
@@ -158,9 +175,11 @@ class ForecastTools:
         """
         if not isinstance(code, str) or not code.strip():
             return ToolResult("", error="code must be a non-empty string")
+        if len(code) > MAX_CODE_CHARS:
+            return ToolResult("", error=f"code is {len(code)} characters long; the cap is {MAX_CODE_CHARS}")
         if self.python_runner is None:
             return ToolResult("", error="the python tool is disabled in this environment")
-        output, error = self.python_runner(code)
+        output, error = self.python_runner(code, self.now)
         return ToolResult(output, error=error)
 
     def submit_forecast(
@@ -184,7 +203,13 @@ class ForecastTools:
             except NotebookError as err:
                 return ToolResult("", error=f"notebook rejected, forecast not submitted: {err}")
         if rationale is not None and not isinstance(rationale, str):
-            rationale = str(rationale)
+            rationale = json.dumps(rationale, ensure_ascii=False)
+        if rationale is not None and len(rationale) > MAX_RATIONALE_CHARS:
+            return ToolResult(
+                "",
+                error=f"rationale is {len(rationale)} characters long (the cap is {MAX_RATIONALE_CHARS}); "
+                "forecast not submitted",
+            )
         message = (
             "forecast recorded"
             if forecast_error is None
@@ -209,7 +234,7 @@ class ForecastTools:
             if unknown or missing:
                 return (
                     None,
-                    f"labels must be exactly {list(self.outcomes)} (unknown: {unknown}, missing: {missing})",
+                    f"labels must be exactly {list(self.outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
                 )
             values = [value[label] for label in self.outcomes]
         elif isinstance(value, list):
@@ -228,13 +253,13 @@ class ForecastTools:
         """Run one tool by name with keyword arguments, turning every misuse into an error result."""
         function = self.functions().get(name)
         if function is None:
-            return ToolResult("", error=f"unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}")
+            return ToolResult("", error=f"unknown tool {preview(name)}; available: {', '.join(TOOL_NAMES)}")
         signature = inspect.signature(function)
         unknown = sorted(set(arguments) - set(signature.parameters))
         if unknown:
             return ToolResult(
                 "",
-                error=f"{name} got unexpected argument(s) {unknown}; it takes {list(signature.parameters)}",
+                error=f"{name} got unexpected argument(s) {preview(unknown)}; it takes {list(signature.parameters)}",
             )
         missing = [
             p.name
@@ -243,7 +268,15 @@ class ForecastTools:
         ]
         if missing:
             return ToolResult("", error=f"{name} is missing required argument(s) {missing}")
-        return function(**arguments)
+        try:
+            return function(**arguments)
+        except LeakageError:
+            raise
+        except Exception as err:  # noqa: BLE001 - last resort: a tool bug must not end the episode
+            logger.exception("tool %s failed", name)
+            return ToolResult(
+                "", error=f"{INTERNAL_ERROR_PREFIX} {name} ({type(err).__name__}); try other arguments"
+            )
 
 
 @functools.lru_cache(maxsize=8)

@@ -16,6 +16,32 @@ from forecast_dojo.schema import Document, Event, MarketPoint
 REPO_ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 
+# Tests that take more than ~5 s (measured with --durations on 2 cores), marked ``slow`` here in one
+# place so that ``pytest -m "not slow"`` is a fast loop; CI runs everything. Besides the tests marked
+# in their own files: everything that needs these fixtures (a tiny LLM + TRL SFT, a Ray cluster, the
+# distilled static embedder, a 300-event synthetic world, the oracle calibration sample) ...
+SLOW_FIXTURES = frozenset({"tiny_model", "local_ray", "static_embedder", "big_world", "calibration_data"})
+# ... every test of these modules (the LLM agent tests load SmolLM2's tokenizer: ~30 s cold) ...
+SLOW_MODULES = ("tests/agents/test_llm.py",)
+# ... and these single tests (IVF-PQ training on the recall corpus).
+SLOW_TESTS = frozenset(
+    {
+        "tests/corpus/test_index.py::test_ivf_recall_holds_at_every_visible_fraction[ivf-pq]",
+        "tests/corpus/test_index.py::test_persisted_index_reloads_and_matches[ivf-pq]",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests listed above."""
+    for item in items:
+        if (
+            SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.nodeid in SLOW_TESTS
+            or item.nodeid.startswith(SLOW_MODULES)
+        ):
+            item.add_marker(pytest.mark.slow)
+
 
 def shared_data_root() -> Path:
     """The real shared data folder (``$FORECAST_DOJO_DATA`` or ``../shared/data``)."""
@@ -169,7 +195,7 @@ def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
     """Factory for envs over the default synthetic world (hashing embedder, python disabled)."""
-    from forecast_dojo.make import make as make_env
+    from forecast_dojo.registration import make as make_env
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import gymnasium as gym
 import numpy as np
@@ -102,7 +103,7 @@ def test_submit_scores_and_advances_then_terminates(make_tiny_env):
 
 @pytest.mark.parametrize(
     "probabilities",
-    [[float("nan"), 1.0], [-0.2, 1.2], {"Yes": 0.5, "Maybe": 0.5}, [0.3, 0.3], [1.0], "Yes", {"Yes": 0.7}],
+    [[-0.2, 1.2], {"Yes": 0.5, "Maybe": 0.5}, [0.3, 0.3], [1.0], "Yes", {"Yes": 0.7}],
 )
 def test_invalid_forecast_is_replaced_by_uniform_and_flagged(make_tiny_env, probabilities):
     env = make_tiny_env()
@@ -228,14 +229,14 @@ def test_python_tool_disabled_reports_error(make_tiny_env):
 def test_python_tool_uses_the_runner(make_tiny_env):
     seen = []
 
-    def runner(code: str) -> tuple[str, str | None]:
-        seen.append(code)
+    def runner(code: str, now: datetime) -> tuple[str, str | None]:
+        seen.append((code, now))
         return "42\n", None
 
     env = make_tiny_env(python_runner=runner)
     env.reset("harbor")
     obs, *_ = env.step(call("python", code="print(6*7)"))
-    assert tool_contents(obs) == ["42\n"] and seen == ["print(6*7)"]
+    assert tool_contents(obs) == ["42\n"] and seen == [("print(6*7)", env._event.cutoffs[0])]
 
 
 def notebook_for(yes: float, claim: str = "Support is growing", date: str = "2030-01-10") -> dict:
@@ -421,6 +422,8 @@ def test_python_tool_through_the_real_sandbox(make_tiny_env):
     env = make_tiny_env(python_runner=sandbox_python_runner)
     env.reset("harbor")
     obs, *_ = env.step(call("python", code="import math\nprint(round(math.log(9), 4))"))
-    assert tool_contents(obs) == ["2.1972\n"]
+    assert tool_contents(obs) == ["<python_stdout>\n2.1972\n</python_stdout>"]
     obs, *_ = env.step(call("python", code="print(open('/etc/passwd').read())"))
     assert tool_contents(obs)[0].startswith("Error:") and "FileNotFoundError" in tool_contents(obs)[0]
+    obs, *_ = env.step(call("python", code="import datetime\nprint(datetime.date.today())"))
+    assert tool_contents(obs) == [f"<python_stdout>\n{env._event.cutoffs[0].date()}\n</python_stdout>"]

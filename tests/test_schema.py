@@ -76,3 +76,97 @@ def test_check_distribution():
     for bad in ([0.5], [0.5, float("inf")], [True, 0.0], [0.2, 0.2]):
         with pytest.raises(SchemaError):
             check_distribution(bad, 2)
+
+
+def test_check_distribution_refuses_huge_integers_with_a_short_message():
+    with pytest.raises(SchemaError, match="an integer of 401 digits") as err:
+        check_distribution([10**400, 0], 2)
+    assert len(str(err.value)) < 200
+    with pytest.raises(SchemaError, match="an integer of about 5000 digits"):
+        check_distribution([10**5000, 0], 2)
+
+
+def _write_records(tmp_path, change):
+    path = save_events(tiny_events(), tmp_path / "events.jsonl")
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    change(records[0])
+    path.write_text("\n".join(json.dumps(r) for r in records))
+    return path
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (
+            "cutoffs",
+            ["2030-01-01T00:00:00Z", "2030-01-20T00:00:00Z"],
+            r"'cutoffs': 2030-01-01T00:00:00Z is before open_at",
+        ),
+        (
+            "cutoffs",
+            ["2030-01-11T00:00:00Z", "2030-02-15T00:00:00Z"],
+            r"'cutoffs': 2030-02-15T00:00:00Z is after close_at",
+        ),
+        (
+            "resolved_at",
+            "2099-01-01T00:00:00Z",
+            r"'resolved_at' 2099-01-01T00:00:00Z is more than 1830 days after",
+        ),
+        ("outcomes", "ABC", r"'outcomes' must be a list of labels, got 'ABC'"),
+        ("outcomes", ["Yes", 1], r"'outcomes' must be a list of non-empty label strings"),
+        ("outcomes", ["Yes", ""], r"'outcomes' must be a list of non-empty label strings"),
+        (
+            "extra",
+            json.dumps({"excluded_doc_ids": "leak-harbor"}),
+            r"excluded_doc_ids'\] must be a list of document ids or an object",
+        ),
+        (
+            "extra",
+            json.dumps({"excluded_doc_ids": [1, 2]}),
+            r"excluded_doc_ids'\] must be a list of document id strings",
+        ),
+        (
+            "extra",
+            json.dumps({"excluded_doc_ids": {"0": "leak"}}),
+            r"excluded_doc_ids'\]\['0'\] must be a list",
+        ),
+        (
+            "extra",
+            json.dumps({"excluded_doc_ids": {"7": ["leak"]}}),
+            r"has key '7'; keys are 'all', a step index 0..2",
+        ),
+        ("extra", json.dumps([1, 2]), r"'extra' must be a JSON object"),
+    ],
+)
+def test_wrong_events_are_rejected_at_load_naming_the_event_and_field(tmp_path, field, value, message):
+    path = _write_records(tmp_path, lambda record: record.__setitem__(field, value))
+    with pytest.raises(SchemaError, match=r"event 'harbor': .*" + message):
+        load_events(path)
+
+
+@pytest.mark.parametrize(
+    "excluded",
+    [
+        ["leak-harbor"],
+        {"all": ["a"], "0": ["b"], "2": [], "2030-01-21T00:00:00Z": ["c"]},
+        {},
+    ],
+)
+def test_valid_exclusions_and_boundary_cutoffs_load(tmp_path, excluded):
+    def change(record):
+        record["extra"] = json.dumps({"excluded_doc_ids": excluded})
+        record["cutoffs"] = [record["open_at"], "2030-01-21T00:00:00Z", record["close_at"]]
+        record["resolved_at"] = "2034-12-31T00:00:00Z"  # within five years of the close
+
+    event = load_events(_write_records(tmp_path, change))[0]
+    assert event.cutoffs[0] == event.open_at and event.cutoffs[-1] == event.close_at
+    assert event.extra["excluded_doc_ids"] == excluded
+
+
+def test_events_built_in_code_are_checked_too():
+    event = tiny_events()[0]
+    with pytest.raises(SchemaError, match="'outcomes' must be a list of non-empty label strings, got 'ABC'"):
+        dataclasses.replace(event, outcomes="ABC", outcome="A")
+    with pytest.raises(SchemaError, match="'close_at' must be an aware datetime"):
+        dataclasses.replace(event, close_at=datetime(2030, 2, 1))
+    assert dataclasses.replace(event, outcomes=["Yes", "No"]).outcomes == ("Yes", "No")

@@ -188,3 +188,21 @@ def test_runs_killed_at_random_points_resume_to_the_uninterrupted_log(
     assert [r.key for r in resumed] == [r.key for r in reference]
     assert [r.deterministic_dict() for r in resumed] == [r.deterministic_dict() for r in reference]
     assert json.loads((log / "run.json").read_text())["run_id"] == reference[0].run_id
+
+
+def test_a_lone_surrogate_does_not_break_the_log(make_tiny_env, tmp_path):
+    """A model can write "\\ud800": the step still ends, is logged (as U+FFFD) and loads."""
+    env = make_tiny_env(log_dir=tmp_path)
+    env.reset("harbor")
+    env.step("thinking \ud800")
+    _, reward, _, _, info = env.step(
+        call("submit_forecast", probabilities=[0.6, 0.4], rationale="why \udfff")
+    )
+    assert info["step_ended"] and info["record"].rationale == "why \udfff"
+    _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
+    assert info["step_ended"]
+    env.close()
+    records = load_records(tmp_path)
+    assert [r.step for r in records] == [0, 1]
+    assert records[0].rationale == "why \ufffd" and "thinking \ufffd" in records[0].messages[2]["content"]
+    assert load_steps(tmp_path).num_rows == 2

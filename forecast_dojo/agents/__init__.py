@@ -13,4 +13,22 @@ AGENTS = {
     "smollm2": lambda: __import__("forecast_dojo.agents.llm", fromlist=["smollm2_agent"]).smollm2_agent(),
 }
 
-__all__ = ["AGENTS", "Agent", "ConversationAgent", "EvidenceAgent", "UniformAgent", "tool_call"]
+
+def agent_factory(name: str):
+    """The factory of a named agent: a key of ``AGENTS``, or ``hf:<checkpoint dir or HF model id>``."""
+    if name.startswith("hf:"):
+        from forecast_dojo.agents.llm import pretrained_agent
+
+        return lambda: pretrained_agent(name.removeprefix("hf:"))
+    return AGENTS[name]
+
+
+__all__ = [
+    "AGENTS",
+    "agent_factory",
+    "Agent",
+    "ConversationAgent",
+    "EvidenceAgent",
+    "UniformAgent",
+    "tool_call",
+]

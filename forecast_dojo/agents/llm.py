@@ -18,26 +18,36 @@ from typing import Any
 from forecast_dojo.agents.base import ConversationAgent
 
 # ChatML with tool calls written as <tool_call> blocks and tool results as <tool_response> blocks.
+# Each assistant turn's text, calls and closing <|im_end|> sit inside {% generation %} ... {% endgeneration %},
+# so ``return_assistant_tokens_mask=True`` (TRL's ``assistant_only_loss=True``) marks exactly the tokens the
+# model writes; the markers render nothing.
 TOOL_CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'tool' -%}"
     "{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- else -%}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') }}"
-    "{%- if message['role'] == 'assistant' and message.get('tool_calls') -%}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{{ '<|im_start|>assistant\\n' }}"
+    "{%- generation -%}"
+    "{{ message['content'] or '' }}"
+    "{%- if message.get('tool_calls') -%}"
     "{%- for call in message['tool_calls'] -%}"
     "{%- set arguments = call['function']['arguments'] -%}"
     "{{ ('\\n' if (message['content'] or loop.index0 > 0) else '') + '<tool_call>{\"name\": \"' + call['function']['name'] + '\", \"arguments\": ' }}"
     "{{- (arguments if arguments is string else (arguments | tojson)) + '}</tool_call>' }}"
     "{%- endfor -%}"
     "{%- endif -%}"
-    "{{ '<|im_end|>\\n' }}"
+    "{{ '<|im_end|>' }}"
+    "{%- endgeneration -%}"
+    "{{ '\\n' }}"
+    "{%- else -%}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + '<|im_end|>\\n' }}"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
 )
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2 = "smollm2"
 
 
 class TransformersAgent(ConversationAgent):
@@ -65,6 +75,21 @@ class TransformersAgent(ConversationAgent):
         self.temperature = temperature
         self.max_prompt_tokens = max_prompt_tokens
         self.name = name
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str], **kwargs: Any) -> TransformersAgent:
+        """An agent on a checkpoint saved by :func:`save_checkpoint` (or any HF causal LM id or path).
+
+        The model is loaded once per path and process and shared by the agents made from it.
+
+        Args:
+            path: the checkpoint directory, an HF model id, or ``"smollm2"``.
+            **kwargs: the constructor's options (``max_new_tokens``, ``do_sample``, ``name``...).
+
+        Returns:
+            A fresh agent (an empty transcript).
+        """
+        return pretrained_agent(path, **kwargs)
 
     def prompt_ids(self) -> Any:
         """The transcript so far, rendered and tokenized, ending with the assistant turn's header."""
@@ -114,8 +139,7 @@ def smollm2_path() -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=1)
-def load_smollm2_tokenizer() -> Any:
+def _smollm2_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -124,13 +148,119 @@ def load_smollm2_tokenizer() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def load_smollm2() -> tuple[Any, Any]:
-    """SmolLM2-135M-Instruct (de-quantized to float32 on CPU) and its tokenizer; loaded once per process."""
+def load_smollm2_tokenizer() -> Any:
+    """SmolLM2's tokenizer, loaded once per process and shared: do not modify it (see :func:`load_tokenizer`)."""
+    return _smollm2_tokenizer()
+
+
+def strip_quantization(model: Any) -> Any:
+    """Make a model loaded from a GGUF file an ordinary trainable float model, in place.
+
+    ``from_pretrained(..., gguf_file=...)`` de-quantizes the weights but leaves ``hf_quantizer``,
+    ``is_quantized`` and ``config.quantization_config`` (``gguf``) set, so the Trainer refuses to
+    fine-tune it ("purely quantized") and a saved checkpoint carries a quantization config it does not
+    have. Removing them is exact: the tensors already are plain float tensors.
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
+    elif hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.is_quantized = False
+    return model
+
+
+def _is_smollm2(name_or_path: str | os.PathLike[str]) -> bool:
+    return str(name_or_path).lower() in {SMOLLM2, "smollm2-135m-instruct"}
+
+
+def load_model(name_or_path: str | os.PathLike[str] = SMOLLM2, *, dtype: Any = None) -> Any:
+    """A fresh, trainable causal LM: ``"smollm2"`` (the offline GGUF, de-quantized), an HF model id or a path.
+
+    Unlike :func:`load_smollm2` (cached, shared by agents, in eval mode), every call returns a new
+    model in float32 (or ``dtype``) with no quantization config, ready for ``SFTTrainer`` /
+    ``GRPOTrainer`` and for ``save_pretrained`` into a checkpoint that trains and loads again.
+
+    Args:
+        name_or_path: ``"smollm2"``, a Hugging Face model id, or a local checkpoint directory.
+        dtype: a ``torch.dtype``; default ``torch.float32``.
+
+    Returns:
+        The model (a ``transformers.PreTrainedModel``).
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
-    path = smollm2_path()
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    dtype = dtype or torch.float32
+    if _is_smollm2(name_or_path):
+        path = smollm2_path()
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+    return strip_quantization(model)
+
+
+def load_tokenizer(name_or_path: str | os.PathLike[str] = SMOLLM2) -> Any:
+    """A fresh tokenizer with :data:`TOOL_CHAT_TEMPLATE` as its chat template and a padding token.
+
+    Args:
+        name_or_path: ``"smollm2"``, a Hugging Face model id, or a local checkpoint directory.
+
+    Returns:
+        The tokenizer; modifying it affects no other agent or trainer.
+    """
+    from transformers import AutoTokenizer
+
+    if _is_smollm2(name_or_path):
+        tokenizer = _smollm2_tokenizer()
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model_and_tokenizer(name_or_path: str | os.PathLike[str] = SMOLLM2) -> tuple[Any, Any]:
+    """:func:`load_model` and :func:`load_tokenizer` of the same name or path."""
+    return load_model(name_or_path), load_tokenizer(name_or_path)
+
+
+def save_checkpoint(model: Any, tokenizer: Any, path: str | os.PathLike[str]) -> Path:
+    """Save model, tokenizer and :data:`TOOL_CHAT_TEMPLATE` so ``TransformersAgent.from_pretrained(path)`` plays it.
+
+    The checkpoint has no quantization config (it trains again with ``load_model(path)``); a PEFT
+    model is merged into its base first so the directory is a plain causal LM.
+
+    Args:
+        model: the trained model (a ``PreTrainedModel`` or a PEFT model).
+        tokenizer: its tokenizer.
+        path: the output directory (created).
+
+    Returns:
+        The directory.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    if hasattr(model, "merge_and_unload"):  # a PEFT model: save a plain model
+        model = model.merge_and_unload()
+    strip_quantization(model)
+    model.save_pretrained(path)
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def load_smollm2() -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct (de-quantized to float32 on CPU) and its tokenizer; loaded once per process.
+
+    The pair is shared by every agent of the process: to train, use :func:`load_model` and
+    :func:`load_tokenizer`, which return fresh copies.
+    """
+    model = load_model(SMOLLM2)
     model.eval()
     return model, load_smollm2_tokenizer()
 
@@ -139,3 +269,17 @@ def smollm2_agent() -> TransformersAgent:
     """A fresh SmolLM2 agent (the model itself is shared)."""
     model, tokenizer = load_smollm2()
     return TransformersAgent(model, tokenizer, name="smollm2")
+
+
+def pretrained_agent(path: str | os.PathLike[str], **kwargs: Any) -> TransformersAgent:
+    """An agent on a saved checkpoint (or HF model id); the model is loaded once per path and process."""
+    model, tokenizer = _load_pretrained(str(path))
+    kwargs.setdefault("name", f"hf:{path}")
+    return TransformersAgent(model, tokenizer, **kwargs)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_pretrained(path: str) -> tuple[Any, Any]:
+    model = load_model(path)
+    model.eval()
+    return model, load_tokenizer(path)

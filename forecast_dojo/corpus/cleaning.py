@@ -16,7 +16,7 @@ import re
 import time as _time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import timedelta
 from functools import lru_cache
@@ -92,12 +92,16 @@ class CleaningConfigError(ForecastDojoError, ValueError):
 
 @dataclass(frozen=True)
 class NormalizeConfig:
+    """Unicode normal form of text and title; whitespace and invisible characters are always cleaned."""
+
     enabled: bool = True
     form: str = "NFC"
 
 
 @dataclass(frozen=True)
 class MarketSitesConfig:
+    """Prediction-market sites, by URL domain (and subdomains) or source name."""
+
     enabled: bool = True
     domains: tuple[str, ...] = MARKET_DOMAINS
     source_names: tuple[str, ...] = MARKET_SOURCE_NAMES
@@ -105,13 +109,16 @@ class MarketSitesConfig:
 
 @dataclass(frozen=True)
 class LanguageConfig:
-    """Remove a text identified as another language with at least ``min_confidence``; texts shorter than
-    ``min_chars`` are not judged (identification of one short sentence is unreliable)."""
+    """Remove a text identified as another language with at least ``min_confidence``.
+
+    Texts shorter than ``min_chars`` are not judged: identification of one headline is unreliable
+    (py3langid calls some short English headlines Nigerian Pidgin or Bikol).
+    """
 
     enabled: bool = True
     languages: tuple[str, ...] = ("en",)
     min_confidence: float = 0.5
-    min_chars: int = 0
+    min_chars: int = 80
 
 
 @dataclass(frozen=True)
@@ -135,17 +142,23 @@ class QualityConfig:
 
 @dataclass(frozen=True)
 class UrlDedupConfig:
+    """Remove later copies of a canonical URL."""
+
     enabled: bool = True
 
 
 @dataclass(frozen=True)
 class TitleDedupConfig:
+    """Remove a document whose title repeats one kept within ``window_days``."""
+
     enabled: bool = True
     window_days: float = 7.0
 
 
 @dataclass(frozen=True)
 class MinHashConfig:
+    """MinHash-LSH near-duplicates: ``bands * rows`` must equal ``num_perm``."""
+
     enabled: bool = True
     num_perm: int = 128
     bands: int = 8
@@ -214,6 +227,7 @@ class CleaningConfig:
         return replace(base, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every stage's settings as plain TOML/JSON values (tuples as lists)."""
         return {
             f.name: {
                 k.name: _plain(getattr(getattr(self, f.name), k.name)) for k in fields(getattr(self, f.name))
@@ -239,6 +253,7 @@ class StageReport:
     enabled: bool = True
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts as plain JSON values (``out`` = in - removed)."""
         return {
             "stage": self.stage,
             "enabled": self.enabled,
@@ -502,6 +517,30 @@ def duplicate_minhash(signatures: np.ndarray, config: MinHashConfig) -> list[boo
 
 PER_DOCUMENT_STAGES = ("normalize", "market_sites", "language", "quality")
 COLLECTION_STAGES = ("dedup_url", "dedup_title", "dedup_minhash")
+STAGES = PER_DOCUMENT_STAGES + COLLECTION_STAGES
+# The recipe option that decides each removal reason (quality reasons name their own threshold).
+REASON_OPTIONS = {
+    "too few words": "min_words",
+    "too many words": "max_words",
+    "mean word length too short": "min_mean_word_length",
+    "mean word length too long": "max_mean_word_length",
+    "symbol to word ratio": "max_symbol_word_ratio",
+    "too few alphabetic words": "min_alpha_word_ratio",
+    "too few stop words": "min_stop_words",
+    "bullet lines": "max_bullet_line_ratio",
+    "lines ending in ellipsis": "max_ellipsis_line_ratio",
+    "too few lines ending in punctuation": "min_punctuated_line_ratio",
+    "duplicate lines": "max_duplicate_line_ratio",
+}
+STAGE_OPTIONS = {
+    "normalize": "enabled",
+    "market_sites": "domains / source_names",
+    "language": "min_chars / min_confidence / languages",
+    "quality": "enabled",
+    "dedup_url": "enabled",
+    "dedup_title": "window_days / enabled",
+    "dedup_minhash": "bands / rows / enabled",
+}
 
 
 def apply_document_stage(
@@ -520,27 +559,72 @@ def apply_document_stage(
     return (None, reason) if reason else (document, None)
 
 
-def run_document_stage(
-    stage: str, documents: list[Document], config: CleaningConfig, *, progress: bool = False
-) -> tuple[list[Document], StageReport]:
-    """Apply a per-document stage to every document, counting removals by reason."""
-    from tqdm.auto import tqdm
+@dataclass(frozen=True)
+class Verdict:
+    """What the per-document stages made of one document.
 
-    report = StageReport(stage, len(documents), enabled=getattr(config, stage).enabled)
-    if not report.enabled:
-        return documents, report
-    started = _time.perf_counter()
-    kept: list[Document] = []
-    for document in tqdm(documents, desc=f"clean: {stage}", unit="doc", disable=not progress, leave=False):
-        result, reason = apply_document_stage(stage, document, config)
+    Attributes:
+        document: The document as cleaned (normalized text and title) if kept, else as it came in.
+        removed_by: The stage that removed it, or ``""`` if it was kept.
+        reason: Why that stage removed it (``""`` if kept).
+        modified: Whether a stage changed its text or title.
+    """
+
+    document: Document
+    removed_by: str = ""
+    reason: str = ""
+    modified: bool = False
+
+
+def clean_document(
+    document: Document, config: CleaningConfig, *, seconds: Counter[str] | None = None
+) -> Verdict:
+    """Run every enabled per-document stage on one document, stopping at the first that removes it.
+
+    Both corpus-build executors call this; ``seconds`` (if given) accumulates each stage's time.
+    """
+    current = document
+    for stage in PER_DOCUMENT_STAGES:
+        if not getattr(config, stage).enabled:
+            continue
+        started = _time.perf_counter() if seconds is not None else 0.0
+        result, reason = apply_document_stage(stage, current, config)
+        if seconds is not None:
+            seconds[stage] += _time.perf_counter() - started
         if result is None:
-            report.removed += 1
-            report.reasons[reason or stage] += 1
-        else:
-            report.modified += result is not document
-            kept.append(result)
-    report.seconds = _time.perf_counter() - started
-    return kept, report
+            return Verdict(current, stage, reason or stage, current is not document)
+        current = result
+    return Verdict(current, modified=current is not document)
+
+
+def count_document_stages(
+    verdicts: Iterable[tuple[str, str, bool]],
+    n_documents: int,
+    config: CleaningConfig,
+    seconds: Counter[str] | None = None,
+) -> list[StageReport]:
+    """One report per per-document stage from ``(removed_by, reason, modified)`` of every document.
+
+    ``normalize``'s ``modified`` counts the documents that normalization changed (kept or later removed).
+    """
+    removed: dict[str, Counter[str]] = {stage: Counter() for stage in PER_DOCUMENT_STAGES}
+    modified = 0
+    for removed_by, reason, changed in verdicts:
+        if removed_by:
+            removed[removed_by][reason] += 1
+        modified += changed
+    reports = []
+    remaining = n_documents
+    for stage in PER_DOCUMENT_STAGES:
+        report = StageReport(stage, remaining, enabled=getattr(config, stage).enabled)
+        report.reasons = removed[stage]
+        report.removed = sum(report.reasons.values())
+        report.seconds = (seconds or {}).get(stage, 0.0)
+        if stage == "normalize":
+            report.modified = modified
+        remaining -= report.removed
+        reports.append(report)
+    return reports
 
 
 def run_collection_stage(
@@ -577,6 +661,33 @@ def run_collection_stage(
     return [d for d, k in zip(documents, keep, strict=True) if k], report, kept_signatures
 
 
+def run_collection_stages(
+    documents: Sequence[Document],
+    config: CleaningConfig,
+    *,
+    signatures: np.ndarray | None = None,
+    progress: bool = False,
+) -> tuple[list[Document], list[StageReport]]:
+    """Put documents in availability order and run the duplicate filters over the whole collection.
+
+    ``signatures`` (MinHash rows aligned with ``documents``, e.g. computed in parallel) are reordered
+    with them; without them the MinHash stage computes its own.
+    """
+    order = sorted(
+        range(len(documents)), key=lambda i: (to_micros(documents[i].available_at), documents[i].id)
+    )
+    current = [documents[i] for i in order]
+    if signatures is not None:
+        signatures = signatures[np.asarray(order, dtype=np.int64)] if order else signatures
+    reports = []
+    for stage in COLLECTION_STAGES:
+        current, report, signatures = run_collection_stage(
+            stage, current, config, signatures=signatures, progress=progress
+        )
+        reports.append(report)
+    return current, reports
+
+
 def _progress_texts(documents: Sequence[Document], progress: bool, desc: str) -> list[str]:
     from tqdm.auto import tqdm
 
@@ -587,17 +698,45 @@ def clean_documents(
     documents: Sequence[Document], config: CleaningConfig | None = None, *, progress: bool = True
 ) -> tuple[list[Document], list[StageReport]]:
     """Run every stage in order; returns the survivors in availability order and one report per stage."""
+    from tqdm.auto import tqdm
+
     config = config or CleaningConfig()
-    current = list(documents)
-    reports: list[StageReport] = []
-    for stage in PER_DOCUMENT_STAGES:
-        current, report = run_document_stage(stage, current, config, progress=progress)
-        reports.append(report)
-    current = availability_order(current)
-    signatures = None
-    for stage in COLLECTION_STAGES:
-        current, report, signatures = run_collection_stage(
-            stage, current, config, signatures=signatures, progress=progress
+    seconds: Counter[str] = Counter()
+    verdicts = [
+        clean_document(document, config, seconds=seconds)
+        for document in tqdm(documents, desc="cleaning", unit="doc", disable=not progress, leave=False)
+    ]
+    reports = count_document_stages(
+        ((v.removed_by, v.reason, v.modified) for v in verdicts), len(verdicts), config, seconds
+    )
+    kept = [v.document for v in verdicts if not v.removed_by]
+    kept, collection_reports = run_collection_stages(kept, config, progress=progress)
+    return kept, reports + collection_reports
+
+
+def removal_warnings(reports: Sequence[StageReport], *, threshold: float = 0.5, top: int = 3) -> list[str]:
+    """A warning for each stage that removed more than ``threshold`` of its input.
+
+    Each names the stage, its top reasons and the ``[cleaning.<stage>]`` option that decides them.
+    """
+    warnings = []
+    for report in reports:
+        if (
+            not report.enabled
+            or report.documents_in == 0
+            or report.removed <= threshold * report.documents_in
+        ):
+            continue
+        reasons = report.reasons.most_common(top)
+        options = []
+        for reason, _ in reasons:
+            option = REASON_OPTIONS.get(reason, STAGE_OPTIONS[report.stage])
+            if option not in options:
+                options.append(option)
+        warnings.append(
+            f"cleaning stage {report.stage!r} removed {report.removed} of {report.documents_in} documents "
+            f"({report.removed / report.documents_in:.0%}); top reasons: "
+            + ", ".join(f"{reason} ({count})" for reason, count in reasons)
+            + f"; to change it, set {' or '.join(f'[cleaning.{report.stage}] {o}' for o in options)} in the recipe"
         )
-        reports.append(report)
-    return current, reports
+    return warnings

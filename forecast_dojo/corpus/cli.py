@@ -10,6 +10,9 @@ import sys
 from datetime import date
 from pathlib import Path
 
+ERROR_EXIT = 2
+STRICT_EXIT = 3
+
 
 def _day(value: str) -> date:
     try:
@@ -19,7 +22,7 @@ def _day(value: str) -> date:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``corpus`` command group (``corpus build``) to the top-level parser."""
+    """Add the ``corpus`` command group (``build``, ``verify``, ``migrate``) to the top-level parser."""
     from forecast_dojo.corpus.importers import IMPORTERS
 
     corpus = subparsers.add_parser("corpus", help="build news corpora", description="Build news corpora.")
@@ -54,14 +57,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--no-bm25", action="store_true", help="do not build the BM25 index")
     build.add_argument("--overwrite", action="store_true", help="replace an existing corpus in --out")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"fail (exit {STRICT_EXIT}) when a cleaning stage removes more than half of its input, "
+        "instead of warning",
+    )
     build.set_defaults(func=run_build)
+    for name, text in (
+        ("verify", "check every byte of a corpus (file hashes, row digests, order, ids)"),
+        ("migrate", "rewrite a format-1 corpus (documents.parquet) to the memory-mapped format 2"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        sub.add_argument("dir", type=Path, help="corpus directory")
+        sub.add_argument("--no-progress", action="store_true", help="no progress bars")
+        sub.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``corpus verify`` / ``corpus migrate``: exit 0 when the corpus is intact, 2 with the error otherwise."""
+    from forecast_dojo.corpus.store import CorpusError, migrate_corpus, verify_corpus
+
+    try:
+        if args.corpus_command == "migrate":
+            corpus = migrate_corpus(args.dir, progress=not args.no_progress)
+            print(f"{args.dir}: migrated to format 2, content hash {corpus.content_hash}")
+        else:
+            summary = verify_corpus(args.dir, progress=not args.no_progress)
+            print(
+                f"{args.dir}: OK ({summary['rows']} documents, {summary['files']} files, {summary['seconds']} s)"
+            )
+    except CorpusError as err:
+        print(f"forecast-dojo corpus {args.corpus_command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_build(args: argparse.Namespace) -> int:
     """Run one build from parsed arguments; prints the report, returns the exit status."""
     from dataclasses import replace
 
-    from forecast_dojo.corpus.pipeline import BuildRecipe, build_from_source, default_recipe, print_report
+    from forecast_dojo.corpus.pipeline import (
+        BuildRecipe,
+        StrictBuildError,
+        build_from_source,
+        default_recipe,
+        print_report,
+    )
     from forecast_dojo.errors import ForecastDojoError
 
     try:
@@ -80,6 +122,7 @@ def run_build(args: argparse.Namespace) -> int:
             "end": args.end,
             "progress": not args.no_progress,
             "overwrite": args.overwrite,
+            "strict": args.strict,
         }
         if args.runner == "ray":
             from forecast_dojo.corpus.ray_pipeline import build_with_ray
@@ -93,9 +136,12 @@ def run_build(args: argparse.Namespace) -> int:
         built = build_indexes(
             result.corpus, dense=dense, bm25=not args.no_bm25, progress=not args.no_progress
         )
+    except StrictBuildError as err:
+        print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
+        return STRICT_EXIT
     except (ForecastDojoError, FileNotFoundError, ValueError) as err:
         print(f"forecast-dojo corpus build: error: {err}", file=sys.stderr)
-        return 2
+        return ERROR_EXIT
     print_report(result.report)
     print(
         f"  indexes: {', '.join(f'{k}={v}' for k, v in built.items()) or 'none (exact scan at search time)'}"

@@ -21,6 +21,8 @@ import json
 import os
 import re
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +68,14 @@ def distill_static_minilm(
     ``meta.json`` to ``out_dir`` (atomically, via a temporary sibling directory); returns ``out_dir``.
 
     ``max_tokens`` keeps only the first token ids (tests use it to stay fast); the real table uses all.
+    It says on standard error what it is doing (the full table takes about 90 s on two cores, once);
+    ``progress`` shows a bar over the transformer passes.
     """
+    started = time.perf_counter()
+    _say(
+        f"static-minilm: first use, distilling the bundled all-MiniLM-L6-v2 into a {dims}-dimensional static "
+        f"token table at {out_dir} (once; about 90 s on 2 CPU cores for the full vocabulary; nothing is downloaded)"
+    )
     import torch
     from tokenizers import Tokenizer
     from transformers import AutoModel
@@ -85,7 +94,10 @@ def distill_static_minilm(
     pooled = np.zeros((len(token_ids), model.config.hidden_size), dtype=np.float64)
     with torch.inference_mode():
         for lo in tqdm(
-            range(0, len(token_ids), batch_size), desc="distilling MiniLM tokens", disable=not progress
+            range(0, len(token_ids), batch_size),
+            desc=f"static-minilm: {len(token_ids)} tokens through MiniLM",
+            unit="batch",
+            disable=not progress,
         ):
             ids = torch.tensor(
                 [[cls_id, t, sep_id] for t in token_ids[lo : lo + batch_size]], dtype=torch.long
@@ -94,6 +106,7 @@ def distill_static_minilm(
                 input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=torch.zeros_like(ids)
             ).last_hidden_state
             pooled[lo : lo + ids.shape[0]] = hidden.mean(dim=1).double().numpy()
+    _say(f"static-minilm: PCA to {dims} dimensions and SIF weighting of {len(token_ids)} token vectors")
     reduced = _pca(pooled, dims)
     rank_prob = 1.0 / np.arange(2, len(token_ids) + 2)
     rank_prob /= rank_prob.sum()
@@ -119,4 +132,9 @@ def distill_static_minilm(
     if out_dir.exists():
         shutil.rmtree(out_dir)
     tmp.replace(out_dir)
+    _say(f"static-minilm: wrote {out_dir} in {time.perf_counter() - started:.0f} s")
     return out_dir
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

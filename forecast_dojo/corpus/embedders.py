@@ -10,6 +10,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from forecast_dojo.untrusted import clean_text
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -21,6 +23,11 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray: ...
+
+
+def _clean(texts: list[str]) -> list[str]:
+    """Texts the tokenizers accept: lone surrogates (which they reject with a TypeError) become U+FFFD."""
+    return [clean_text(t) for t in texts]
 
 
 def _normalize(matrix: np.ndarray) -> np.ndarray:
@@ -66,7 +73,7 @@ class MiniLMEmbedder:
         threads = 1 if len(texts) <= 4 else os.cpu_count() or 1
         with _torch_threads(threads):
             vectors = self.model.encode(
-                texts,
+                _clean(texts),
                 batch_size=batch_size,
                 show_progress_bar=progress,
                 convert_to_numpy=True,
@@ -94,7 +101,7 @@ class HashingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for feature in self._features(text):
-                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()  # [a-z0-9_] only
                 value = int.from_bytes(digest, "little")
                 out[row, value % self.dim] += 1.0 if (value >> 63) & 1 else -1.0
         return _normalize(out)
@@ -134,7 +141,7 @@ class StaticMiniLMEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        encodings = self.tokenizer.encode_batch(_clean(texts), add_special_tokens=False)
         lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
         token_ids = np.fromiter((i for e in encodings for i in e.ids), np.int64, int(lengths.sum()))
         rows = self.token_rows[token_ids]

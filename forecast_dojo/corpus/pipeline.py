@@ -1,6 +1,19 @@
-"""The corpus build pipeline: import a source, clean it, embed and store it, and report every count.
+"""The corpus build plan: import a source, clean it, embed and store it, and report every count.
 
-A build is described by a :class:`BuildRecipe` (source kind, importer options, cleaning settings,
+One :class:`BuildPlan` describes a build as five steps, and two executors run them: this module's
+single-process :func:`build_from_source` and :func:`~forecast_dojo.corpus.ray_pipeline.build_with_ray`
+on Ray Data. The steps and the functions both executors call for them:
+
+1. import, one input file at a time (:meth:`BuildPlan.import_file`: the importer of the source kind,
+   then the ``--start``/``--end`` filter on the publication day);
+2. the per-document cleaning stages (:meth:`BuildPlan.clean`), counted per stage
+   (:meth:`BuildPlan.count_stages`);
+3. the duplicate filters over the whole collection in availability order (:meth:`BuildPlan.deduplicate`),
+   then the removal check (:meth:`BuildPlan.check`: a stage that removed more than half of its input is
+   a warning, or an error with ``strict``);
+4. embedding; 5. sealing the corpus directory with its report (:meth:`BuildPlan.write`).
+
+A build's settings are a :class:`BuildRecipe` (source kind, importer options, cleaning settings,
 embedder), read from a TOML file such as ``corpus/wikipedia-current-events.toml`` over per-source
 defaults. The report lands in the corpus manifest (``build``) and as ``build_report.json`` beside it.
 """
@@ -10,25 +23,40 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.corpus.cleaning import CleaningConfig, StageReport, clean_documents
-from forecast_dojo.corpus.importers import IMPORTERS, ImportReport, get_importer
+import numpy as np
+
+from forecast_dojo.corpus.cleaning import (
+    CleaningConfig,
+    StageReport,
+    Verdict,
+    clean_document,
+    clean_documents,
+    count_document_stages,
+    removal_warnings,
+    run_collection_stages,
+)
+from forecast_dojo.corpus.importers import (
+    IMPORTERS,
+    Importer,
+    ImportReport,
+    get_importer,
+    import_file,
+    import_source,
+)
 from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.paths import DATA_ENV, default_data_root  # noqa: F401  (re-exported for callers)
 from forecast_dojo.schema import Document
 
 REPORT_FILE = "build_report.json"
 _RECIPE_KEYS = {"name", "source", "description", "import", "cleaning", "embedding"}
 _EMBEDDING_KEYS = {"embedder", "batch_size"}
-_IMPORT_OPTIONS = {
-    "wikipedia": set(),
-    "generic": {"on_bad_record"},
-    "warc": {"min_year", "max_year"},
-}
 
 
 class RecipeError(ForecastDojoError, ValueError):
@@ -59,10 +87,11 @@ class BuildRecipe:
             raise RecipeError(f"the recipe is for source {data['source']!r}, but --source is {source!r}")
         base = default_recipe(kind)
         options = dict(data.get("import", {}))
-        bad = set(options) - _IMPORT_OPTIONS[kind]
+        known = IMPORTERS[kind].options
+        bad = set(options) - known
         if bad:
             raise RecipeError(
-                f"unknown [import] option(s) {sorted(bad)} for source {kind!r}; known: {sorted(_IMPORT_OPTIONS[kind])}"
+                f"unknown [import] option(s) {sorted(bad)} for source {kind!r}; known: {sorted(known)}"
             )
         embedding = dict(data.get("embedding", {}))
         bad = set(embedding) - _EMBEDDING_KEYS
@@ -81,6 +110,7 @@ class BuildRecipe:
 
     @classmethod
     def from_toml(cls, path: str | Path, *, source: str | None = None) -> BuildRecipe:
+        """A recipe from a TOML file; ``source`` (the --source flag) must agree with the file's."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"recipe not found: {path}")
@@ -96,6 +126,7 @@ class BuildRecipe:
             raise RecipeError(f"{path}: {err}") from err
 
     def to_dict(self) -> dict[str, Any]:
+        """The recipe as TOML-shaped tables (what ``from_dict`` reads back)."""
         return {
             "name": self.name,
             "source": self.source,
@@ -139,6 +170,9 @@ def default_recipe(source: str) -> BuildRecipe:
     return BuildRecipe(source=source, name="web-news", import_options={"min_year": 2010, "max_year": 2030})
 
 
+class StrictBuildError(ForecastDojoError, ValueError):
+    """A ``strict`` build stopped because a cleaning stage removed more than half of its input."""
+
 
 @dataclass
 class BuildResult:
@@ -148,81 +182,191 @@ class BuildResult:
     report: dict[str, Any]
 
 
-def import_documents(
-    recipe: BuildRecipe,
-    input_path: str | Path,
-    *,
-    start: date | None = None,
-    end: date | None = None,
-    progress: bool = True,
-) -> tuple[list[Document], ImportReport]:
-    """Run the importer of the recipe's source kind over ``input_path``."""
-    load = get_importer(recipe.source)
-    return load(Path(input_path), start=start, end=end, progress=progress, **recipe.import_options)
+@dataclass(frozen=True)
+class BuildPlan:
+    """One corpus build: what to import, how to clean it, and what to write (see the module docstring).
 
+    Attributes:
+        recipe: The build's settings.
+        input_path: The input file or folder.
+        start: First publication day kept (inclusive), or None.
+        end: Last publication day kept (inclusive), or None.
+        strict: Fail (:class:`StrictBuildError`) instead of warning when a stage removes over half.
+    """
 
-def make_report(
-    recipe: BuildRecipe,
-    input_path: str | Path,
-    *,
-    start: date | None,
-    end: date | None,
-    import_report: ImportReport,
-    stages: list[StageReport],
-    documents: list[Document],
-    embedder_name: str,
-    runner: str,
-    seconds: dict[str, float],
-) -> dict[str, Any]:
-    """The build report: inputs, recipe, import exclusions, per-stage counts, the result and timings."""
-    from forecast_dojo._version import __version__
+    recipe: BuildRecipe
+    input_path: Path
+    start: date | None = None
+    end: date | None = None
+    strict: bool = False
 
-    return {
-        "forecast_dojo_version": __version__,
-        "runner": runner,
-        "recipe": recipe.to_dict(),
-        "input": str(input_path),
-        "start": start.isoformat() if start else None,
-        "end": end.isoformat() if end else None,
-        "import": import_report.to_dict(),
-        "cleaning": [stage.to_dict() for stage in stages],
-        "documents": len(documents),
-        "embedder": embedder_name,
-        "seconds": {k: round(v, 3) for k, v in seconds.items()},
-    }
+    @classmethod
+    def make(
+        cls,
+        source: str,
+        input_path: str | Path,
+        *,
+        recipe: BuildRecipe | None = None,
+        start: date | None = None,
+        end: date | None = None,
+        strict: bool = False,
+    ) -> BuildPlan:
+        """The plan for ``source`` (its default recipe unless one is given); checks the arguments."""
+        recipe = recipe or default_recipe(source)
+        if recipe.source != source:
+            raise RecipeError(f"recipe is for source {recipe.source!r}, not {source!r}")
+        if start and end and start > end:
+            raise ValueError(f"start {start} is after end {end}")
+        return cls(recipe, Path(input_path).resolve(), start, end, strict)
 
+    @property
+    def source(self) -> str:
+        """The source kind."""
+        return self.recipe.source
 
-def write_corpus(
-    documents: list[Document],
-    out_dir: str | Path,
-    embedder: Any,
-    report: dict[str, Any],
-    *,
-    batch_size: int,
-    progress: bool,
-    overwrite: bool,
-) -> Any:
-    """Seal the corpus directory (report in the manifest) and write ``build_report.json`` beside it."""
-    from forecast_dojo.corpus.store import CorpusError, build_corpus
+    @property
+    def importer(self) -> Importer:
+        """The importer of the source kind."""
+        return get_importer(self.source)
 
-    if not documents:
-        raise CorpusError(
-            "no documents left after import and cleaning; see the stage counts:\n" + format_report(report)
+    @property
+    def cleaning(self) -> CleaningConfig:
+        """The cleaning settings."""
+        return self.recipe.cleaning
+
+    def files(self) -> list[Path]:
+        """The input files, in the order the documents are imported (step 1 runs once per file)."""
+        return self.importer.files(self.input_path, self.start, self.end)
+
+    def import_file(self, path: Path) -> tuple[list[Document], ImportReport]:
+        """Step 1 for one file: its documents published within ``[start, end]``, and its report."""
+        return import_file(
+            self.source, path, start=self.start, end=self.end, options=self.recipe.import_options
         )
+
+    def import_all(self, *, progress: bool = False) -> tuple[list[Document], ImportReport]:
+        """Step 1 over every file in this process (ids checked for uniqueness)."""
+        return import_source(
+            self.source,
+            self.input_path,
+            start=self.start,
+            end=self.end,
+            progress=progress,
+            **self.recipe.import_options,
+        )
+
+    def clean(self, document: Document, seconds: Counter[str] | None = None) -> Verdict:
+        """Step 2 for one document: every per-document cleaning stage."""
+        return clean_document(document, self.cleaning, seconds=seconds)
+
+    def count_stages(self, verdicts: Iterable[tuple[str, str, bool]], n_documents: int) -> list[StageReport]:
+        """Step 2's reports from ``(removed_by, reason, modified)`` of each document."""
+        return count_document_stages(verdicts, n_documents, self.cleaning)
+
+    def deduplicate(
+        self, documents: list[Document], *, signatures: np.ndarray | None = None, progress: bool = False
+    ) -> tuple[list[Document], list[StageReport]]:
+        """Step 3: the duplicate filters over the survivors, which come back in availability order."""
+        return run_collection_stages(documents, self.cleaning, signatures=signatures, progress=progress)
+
+    def check(self, stages: list[StageReport]) -> list[str]:
+        """Warn (stderr) about each stage that removed more than half of its input; strict: raise."""
+        warnings = removal_warnings(stages)
+        if warnings and self.recipe.source == "generic" and self.recipe.name != "headlines":
+            warnings.append(
+                "for headline-only or other short texts, use the recipe corpus/headlines.toml (--config)"
+            )
+        if warnings and self.strict:
+            raise StrictBuildError(
+                "--strict: a cleaning stage removed more than half of its input:\n  " + "\n  ".join(warnings)
+            )
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        return warnings
+
+    def report(self, documents: list[Document], embedder_name: str, log: BuildLog) -> dict[str, Any]:
+        """The build report: inputs, recipe, import exclusions, per-stage counts, the result and timings."""
+        from forecast_dojo._version import __version__
+
+        return {
+            "forecast_dojo_version": __version__,
+            "runner": log.runner,
+            "recipe": self.recipe.to_dict(),
+            "input": str(self.input_path),
+            "start": self.start.isoformat() if self.start else None,
+            "end": self.end.isoformat() if self.end else None,
+            "import": log.import_report.to_dict(),
+            "cleaning": [stage.to_dict() for stage in log.stages],
+            "warnings": list(log.warnings),
+            "documents": len(documents),
+            "embedder": embedder_name,
+            "seconds": {k: round(v, 3) for k, v in log.seconds.items()},
+        }
+
+    def write(
+        self,
+        documents: list[Document],
+        out_dir: str | Path,
+        embedder: Any,
+        log: BuildLog,
+        *,
+        progress: bool,
+        overwrite: bool,
+    ) -> BuildResult:
+        """Steps 4-5: embed (unless ``embedder`` hands back vectors computed already) and seal the corpus
+        directory with the report in its manifest, then write ``build_report.json`` beside it."""
+        from forecast_dojo.corpus.store import CorpusError, build_corpus
+
+        report = self.report(documents, embedder.name, log)
+        if not documents:
+            raise CorpusError(
+                "no documents left after import and cleaning; see the stage counts:\n" + format_report(report)
+            )
+        started = time.perf_counter()
+        corpus = build_corpus(
+            documents,
+            out_dir,
+            embedder,
+            batch_size=self.recipe.batch_size,
+            build_config=report,
+            progress=progress,
+            overwrite=overwrite,
+        )
+        report["seconds"]["index"] = round(time.perf_counter() - started, 3)
+        report["content_hash"] = corpus.content_hash
+        (Path(out_dir) / REPORT_FILE).write_text(
+            json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False)
+        )
+        return BuildResult(corpus=corpus, report=report)
+
+
+@dataclass
+class BuildLog:
+    """What an executor's steps recorded, for the build report.
+
+    Attributes:
+        runner: Which executor ran the plan (``single-process`` or ``ray``).
+        import_report: Step 1's merged report.
+        stages: One report per cleaning stage (steps 2 and 3), in order.
+        warnings: The removal warnings of :meth:`BuildPlan.check`.
+        seconds: Wall time per step.
+    """
+
+    runner: str
+    import_report: ImportReport = field(default_factory=lambda: ImportReport(source=""))
+    stages: list[StageReport] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@contextmanager
+def timed(seconds: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the ``with`` block to ``seconds[name]``."""
     started = time.perf_counter()
-    corpus = build_corpus(
-        documents,
-        out_dir,
-        embedder,
-        batch_size=batch_size,
-        build_config=report,
-        progress=progress,
-        overwrite=overwrite,
-    )
-    report["seconds"]["index"] = round(time.perf_counter() - started, 3)
-    report["content_hash"] = corpus.content_hash
-    (Path(out_dir) / REPORT_FILE).write_text(json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False))
-    return corpus
+    try:
+        yield
+    finally:
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
 
 
 def build_from_source(
@@ -236,45 +380,24 @@ def build_from_source(
     end: date | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    strict: bool = False,
 ) -> BuildResult:
-    """Import, clean, embed and store one source in a single process."""
+    """Run the build plan in this process: import, clean, embed and store one source.
+
+    Raises:
+        StrictBuildError: with ``strict``, when a cleaning stage removed more than half of its input.
+    """
     from forecast_dojo.corpus.embedders import get_embedder
 
-    recipe = recipe or default_recipe(source)
-    if recipe.source != source:
-        raise RecipeError(f"recipe is for source {recipe.source!r}, not {source!r}")
-    if start and end and start > end:
-        raise ValueError(f"start {start} is after end {end}")
-    embedder = embedder if embedder is not None else get_embedder(recipe.embedder)
-    seconds: dict[str, float] = {}
-    started = time.perf_counter()
-    documents, import_report = import_documents(recipe, input_path, start=start, end=end, progress=progress)
-    seconds["import"] = time.perf_counter() - started
-    started = time.perf_counter()
-    documents, stages = clean_documents(documents, recipe.cleaning, progress=progress)
-    seconds["cleaning"] = time.perf_counter() - started
-    report = make_report(
-        recipe,
-        input_path,
-        start=start,
-        end=end,
-        import_report=import_report,
-        stages=stages,
-        documents=documents,
-        embedder_name=embedder.name,
-        runner="single-process",
-        seconds=seconds,
-    )
-    corpus = write_corpus(
-        documents,
-        out_dir,
-        embedder,
-        report,
-        batch_size=recipe.batch_size,
-        progress=progress,
-        overwrite=overwrite,
-    )
-    return BuildResult(corpus=corpus, report=report)
+    plan = BuildPlan.make(source, input_path, recipe=recipe, start=start, end=end, strict=strict)
+    embedder = embedder if embedder is not None else get_embedder(plan.recipe.embedder)
+    log = BuildLog("single-process")
+    with timed(log.seconds, "import"):
+        documents, log.import_report = plan.import_all(progress=progress)
+    with timed(log.seconds, "cleaning"):
+        documents, log.stages = clean_documents(documents, plan.cleaning, progress=progress)
+    log.warnings = plan.check(log.stages)
+    return plan.write(documents, out_dir, embedder, log, progress=progress, overwrite=overwrite)
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -305,6 +428,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(
             f"  {stage['stage']:<16}{stage['in']:>10}{stage['removed']:>10}{stage['out']:>10}  {reasons}"
         )
+    for warning in report.get("warnings", []):
+        lines.append(f"  WARNING: {warning}")
     lines.append(f"  documents: {report['documents']}  embedder: {report['embedder']}")
     if "content_hash" in report:
         lines.append(f"  content hash: {report['content_hash']}")
@@ -313,4 +438,5 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
+    """Print :func:`format_report` to standard output."""
     print(format_report(report), file=sys.stdout)

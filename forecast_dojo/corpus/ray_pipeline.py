@@ -1,18 +1,18 @@
-"""The same corpus build on Ray Data, for inputs too large for one process (CC-News, many WARC files).
+"""The corpus build plan on Ray Data, for inputs too large for one process (CC-News, many WARC files).
 
-Stages: (1) extraction: one task per input file runs the importer's per-file function; (2) cleaning:
-the per-document stages and the MinHash signature run on every document in parallel; (3) the
-duplicate filters, which need the whole collection, run on the driver over compact columns;
+It runs the same :class:`~forecast_dojo.corpus.pipeline.BuildPlan` as the single-process build:
+(1) import: one task per input file runs :meth:`BuildPlan.import_file`; (2) cleaning: every document
+goes through :meth:`BuildPlan.clean` in parallel and gets its MinHash signature; (3) the duplicate
+filters, which need the whole collection, run on the driver (:meth:`BuildPlan.deduplicate`);
 (4) embedding: an actor pool encodes the survivors in batches; (5) the driver seals the corpus with
-the same :func:`~forecast_dojo.corpus.store.build_corpus` call as the single-process build, so both
-write the same directory (same documents, order and content hash). ``address`` points at a cluster
-(``ray://head:10001`` or ``auto``); without it Ray starts locally. Needs the ``ray`` extra.
+:meth:`BuildPlan.write`, so both executors write the same directory (same documents, order and
+content hash). ``address`` points at a cluster (``ray://head:10001`` or ``auto``); without it Ray
+starts locally. Needs the ``ray`` extra.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -20,24 +20,17 @@ from typing import Any
 
 import numpy as np
 
-from forecast_dojo.corpus.cleaning import (
-    COLLECTION_STAGES,
-    PER_DOCUMENT_STAGES,
-    CleaningConfig,
-    StageReport,
-    apply_document_stage,
-    minhash_signatures,
-    run_collection_stage,
-)
-from forecast_dojo.corpus.importers import ImportReport
-from forecast_dojo.corpus.pipeline import BuildRecipe, BuildResult, default_recipe, make_report, write_corpus
+from forecast_dojo.corpus.cleaning import minhash_signatures
+from forecast_dojo.corpus.importers import ImportReport, check_unique_ids
+from forecast_dojo.corpus.pipeline import BuildLog, BuildPlan, BuildRecipe, BuildResult, default_recipe, timed
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, to_micros
 
 EMBED_BATCH_ROWS = 256
 
 
-def _document_row(document: Document) -> dict[str, Any]:
+def document_row(document: Document) -> dict[str, Any]:
+    """A document as a row of plain values (instants as integer microseconds) for Ray Data."""
     return {
         "id": document.id,
         "title": document.title,
@@ -50,7 +43,8 @@ def _document_row(document: Document) -> dict[str, Any]:
     }
 
 
-def _row_document(row: dict[str, Any]) -> Document:
+def row_document(row: dict[str, Any]) -> Document:
+    """The document of a :func:`document_row` row."""
     return Document(
         id=str(row["id"]),
         title=str(row["title"] or ""),
@@ -63,68 +57,28 @@ def _row_document(row: dict[str, Any]) -> Document:
     )
 
 
-def input_files(source: str, input_path: Path, start: date | None, end: date | None) -> list[Path]:
-    """The files one extraction task each will read, as the single-process importer would read them."""
-    if source == "wikipedia":
-        from forecast_dojo.corpus.importers.wikipedia import list_day_files
-
-        return [path for _, path in list_day_files(input_path, start=start, end=end)]
-    if source == "generic":
-        from forecast_dojo.corpus.importers.generic import input_files as generic_files
-
-        return generic_files(input_path)
-    if source == "warc":
-        from forecast_dojo.corpus.importers.warc import warc_files
-
-        return warc_files(input_path)
-    raise ValueError(f"unknown source {source!r}")
-
-
-def extract_file(row: dict[str, Any], *, source: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Ray task: import one file; returns its report and its documents (JSON, one row per file)."""
-    path = Path(row["path"])
-    if source == "wikipedia":
-        from forecast_dojo.corpus.importers.wikipedia import parse_day_file
-
-        documents, report = parse_day_file(path)
-    elif source == "generic":
-        from forecast_dojo.corpus.importers.generic import read_generic_file
-
-        documents, report = read_generic_file(path, **options)
-    else:
-        from forecast_dojo.corpus.importers.warc import read_warc_file
-
-        documents, report = read_warc_file(path, **options)
+def import_task(row: dict[str, Any], *, plan: BuildPlan) -> dict[str, Any]:
+    """Ray task, step 1: import one file; its report and documents as JSON (one row per file)."""
+    documents, report = plan.import_file(Path(row["path"]))
     return {
-        "path": str(path),
+        "path": row["path"],
         "report": json.dumps(report.to_dict()),
-        "documents": json.dumps([_document_row(d) for d in documents]),
+        "documents": json.dumps([document_row(d) for d in documents]),
     }
 
 
 def explode_documents(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per document of a file row."""
     return json.loads(row["documents"])
 
 
-def clean_row(row: dict[str, Any], *, config: CleaningConfig) -> dict[str, Any]:
-    """Ray task: run the per-document stages; mark (not drop) a removed document so it is counted."""
-    document = _row_document(row)
-    out = dict(row)
-    out["removed_by"], out["reason"] = "", ""
-    for stage in PER_DOCUMENT_STAGES:
-        if not getattr(config, stage).enabled:
-            continue
-        result, why = apply_document_stage(stage, document, config)
-        if result is None:
-            out["removed_by"], out["reason"] = stage, why or stage
-            break
-        document = result
-    out["modified"] = document.text != row["text"] or document.title != (row["title"] or "")
-    out["text"], out["title"] = document.text, document.title
-    signature = b""
-    if not out["removed_by"] and config.dedup_minhash.enabled:
-        signature = minhash_signatures([document.text], config.dedup_minhash)[0].tobytes()
-    out["minhash"] = signature
+def clean_task(row: dict[str, Any], *, plan: BuildPlan) -> dict[str, Any]:
+    """Ray task, step 2: the per-document stages; marks (not drops) a removed document so it is counted."""
+    verdict = plan.clean(row_document(row))
+    out = document_row(verdict.document)
+    out.update(removed_by=verdict.removed_by, reason=verdict.reason, modified=verdict.modified, minhash=b"")
+    if not verdict.removed_by and plan.cleaning.dedup_minhash.enabled:
+        out["minhash"] = minhash_signatures([verdict.document.text], plan.cleaning.dedup_minhash)[0].tobytes()
     return out
 
 
@@ -137,6 +91,7 @@ class EmbedBatch:
         self.embedder = get_embedder(embedder_name)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Encode one batch of ``embedding_text``; rows keep their ``row`` number."""
         vectors = self.embedder.encode([str(t) for t in batch["embedding_text"]])
         return {"row": batch["row"], "vector": np.asarray(vectors, dtype=np.float32)}
 
@@ -151,6 +106,7 @@ class PrecomputedEmbedder:
         self._vectors = vectors
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """The precomputed vectors of ``texts``; a text the actors did not embed is an error."""
         missing = [t for t in texts if t not in self._rows]
         if missing:
             raise KeyError(
@@ -192,122 +148,64 @@ def build_with_ray(
     end: date | None = None,
     progress: bool = True,
     overwrite: bool = False,
+    strict: bool = False,
     address: str | None = None,
     num_cpus: int | None = None,
     embed_actors: int = 1,
 ) -> BuildResult:
-    """Build a corpus with Ray Data; the result equals :func:`~forecast_dojo.corpus.pipeline.build_from_source`."""
+    """Run the build plan on Ray Data; the result equals :func:`~forecast_dojo.corpus.pipeline.build_from_source`.
+
+    Raises:
+        StrictBuildError: with ``strict``, when a cleaning stage removed more than half of its input.
+    """
     from forecast_dojo.corpus.embedders import get_embedder
     from forecast_dojo.corpus.store import embedding_text
 
     recipe = recipe or default_recipe(source)
     if embedder_name:
         recipe = replace(recipe, embedder=embedder_name)
-    if recipe.source != source:
-        raise ValueError(f"recipe is for source {recipe.source!r}, not {source!r}")
+    plan = BuildPlan.make(source, input_path, recipe=recipe, start=start, end=end, strict=strict)
     ray = _ensure_ray(address, num_cpus, progress)
-    input_path = Path(input_path).resolve()
-    seconds: dict[str, float] = {}
+    log = BuildLog("ray", ImportReport(source=source))
 
-    started = time.perf_counter()
-    files = input_files(source, input_path, start, end)
-    per_file = (
-        ray.data.from_items([{"path": str(p)} for p in files])
-        .map(extract_file, fn_kwargs={"source": source, "options": recipe.import_options})
-        .materialize()
-    )
-    import_report = ImportReport(source=source)
-    for row in per_file.select_columns(["report"]).iter_rows():
-        import_report.merge(ImportReport.from_dict(json.loads(row["report"])))
-    seconds["import"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    cleaned_rows = (
-        per_file.flat_map(explode_documents).map(clean_row, fn_kwargs={"config": recipe.cleaning}).take_all()
-    )
-    documents, stages, signatures = _finish_cleaning(cleaned_rows, recipe.cleaning, import_report, start, end)
-    seconds["cleaning"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    template = get_embedder(recipe.embedder)
-    texts = [embedding_text(d.title, d.text) for d in documents]
-    vectors = np.zeros((len(texts), template.dim), dtype=np.float32)
-    if texts:
-        embedded = ray.data.from_items(
-            [{"row": i, "embedding_text": t} for i, t in enumerate(texts)]
-        ).map_batches(
-            EmbedBatch,
-            fn_constructor_kwargs={"embedder_name": recipe.embedder},
-            batch_size=EMBED_BATCH_ROWS,
-            compute=ray.data.ActorPoolStrategy(size=embed_actors),
+    with timed(log.seconds, "import"):
+        per_file = (
+            ray.data.from_items([{"path": str(p)} for p in plan.files()])
+            .map(import_task, fn_kwargs={"plan": plan})
+            .materialize()
         )
-        for batch in embedded.iter_batches(batch_size=EMBED_BATCH_ROWS, batch_format="numpy"):
-            vectors[np.asarray(batch["row"], dtype=np.int64)] = np.stack(batch["vector"])
-    seconds["embedding"] = time.perf_counter() - started
+        for row in per_file.select_columns(["report"]).iter_rows():
+            log.import_report.merge(ImportReport.from_dict(json.loads(row["report"])))
 
-    report = make_report(
-        recipe,
-        input_path,
-        start=start,
-        end=end,
-        import_report=import_report,
-        stages=stages,
-        documents=documents,
-        embedder_name=template.name,
-        runner="ray",
-        seconds=seconds,
-    )
+    with timed(log.seconds, "cleaning"):
+        rows = per_file.flat_map(explode_documents).map(clean_task, fn_kwargs={"plan": plan}).take_all()
+        check_unique_ids([r["id"] for r in rows], plan.input_path)
+        log.stages = plan.count_stages(
+            ((r["removed_by"], r["reason"], r["modified"]) for r in rows), len(rows)
+        )
+        kept = [r for r in rows if not r["removed_by"]]
+        signatures = None
+        if plan.cleaning.dedup_minhash.enabled and kept:
+            signatures = np.stack([np.frombuffer(r["minhash"], dtype=np.uint32) for r in kept])
+        documents, dedup_stages = plan.deduplicate([row_document(r) for r in kept], signatures=signatures)
+        log.stages += dedup_stages
+    log.warnings = plan.check(log.stages)
+
+    with timed(log.seconds, "embedding"):
+        template = get_embedder(plan.recipe.embedder)
+        texts = [embedding_text(d.title, d.text) for d in documents]
+        vectors = np.zeros((len(texts), template.dim), dtype=np.float32)
+        if texts:
+            embedded = ray.data.from_items(
+                [{"row": i, "embedding_text": t} for i, t in enumerate(texts)]
+            ).map_batches(
+                EmbedBatch,
+                fn_constructor_kwargs={"embedder_name": plan.recipe.embedder},
+                batch_size=EMBED_BATCH_ROWS,
+                compute=ray.data.ActorPoolStrategy(size=embed_actors),
+            )
+            for batch in embedded.iter_batches(batch_size=EMBED_BATCH_ROWS, batch_format="numpy"):
+                vectors[np.asarray(batch["row"], dtype=np.int64)] = np.stack(batch["vector"])
+
     embedder = PrecomputedEmbedder(template.name, template.dim, texts, vectors)
-    corpus = write_corpus(
-        documents,
-        out_dir,
-        embedder,
-        report,
-        batch_size=recipe.batch_size,
-        progress=progress,
-        overwrite=overwrite,
-    )
-    return BuildResult(corpus=corpus, report=report)
-
-
-def _finish_cleaning(
-    rows: list[dict[str, Any]],
-    config: CleaningConfig,
-    import_report: ImportReport,
-    start: date | None,
-    end: date | None,
-) -> tuple[list[Document], list[StageReport], np.ndarray | None]:
-    """Driver side: apply the date range, count the per-document stages, run the duplicate filters."""
-    in_range = []
-    for row in rows:
-        day = from_micros(int(row["published_us"])).date()
-        if (start is None or day >= start) and (end is None or day <= end):
-            in_range.append(row)
-    if len(in_range) != len(rows):
-        import_report.notes["outside --start/--end"] += len(rows) - len(in_range)
-        import_report.documents = len(in_range)
-    remaining = len(in_range)
-    stages: list[StageReport] = []
-    for stage in PER_DOCUMENT_STAGES:
-        report = StageReport(stage, remaining, enabled=getattr(config, stage).enabled)
-        removed = [r for r in in_range if r["removed_by"] == stage]
-        report.removed = len(removed)
-        for row in removed:
-            report.reasons[row["reason"]] += 1
-        if stage == "normalize":
-            report.modified = sum(1 for r in in_range if r["modified"])
-        remaining -= report.removed
-        stages.append(report)
-    kept = [r for r in in_range if not r["removed_by"]]
-    pairs = sorted(
-        ((_row_document(r), r["minhash"]) for r in kept),
-        key=lambda p: (to_micros(p[0].available_at), p[0].id),
-    )
-    documents = [d for d, _ in pairs]  # availability order, as the single-process build
-    signatures = None
-    if config.dedup_minhash.enabled and pairs:
-        signatures = np.stack([np.frombuffer(sig, dtype=np.uint32) for _, sig in pairs])
-    for stage in COLLECTION_STAGES:
-        documents, report, signatures = run_collection_stage(stage, documents, config, signatures=signatures)
-        stages.append(report)
-    return documents, stages, signatures
+    return plan.write(documents, out_dir, embedder, log, progress=progress, overwrite=overwrite)

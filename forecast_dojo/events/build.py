@@ -15,15 +15,22 @@ from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.events.leakage import LeakageConfig, LeakageFlag, apply_exclusions, screen_event
+from forecast_dojo.events.leakage import (
+    MEASURED_ON_LABELS,
+    LeakageConfig,
+    LeakageFlag,
+    apply_exclusions,
+    screen_event,
+)
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
-from forecast_dojo.events.schedule import ScheduleConfig, schedule_event
+from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before
+from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
 from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
-OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "report.json", "report.md")
+OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "decisions.jsonl", "report.json", "report.md")
 
 
 class BuildConfigError(ForecastDojoError, ValueError):
@@ -41,6 +48,7 @@ class BuildConfig:
     leakage: LeakageConfig = field(default_factory=LeakageConfig)
     min_eval_steps: int = 3
     exclude_leaks: bool = True
+    trim_into_eval: bool = False
 
     def __post_init__(self) -> None:
         if self.selection.buffer_days != self.schedule.buffer_days:
@@ -49,6 +57,7 @@ class BuildConfig:
             )
 
     def as_dict(self) -> dict[str, Any]:
+        """The configuration as plain JSON values (written into the report)."""
         return {
             "train_window": self.train_window.describe(),
             "eval_window": self.eval_window.describe(),
@@ -57,6 +66,7 @@ class BuildConfig:
             "leakage": asdict(self.leakage),
             "min_eval_steps": self.min_eval_steps,
             "exclude_leaks": self.exclude_leaks,
+            "trim_into_eval": self.trim_into_eval,
         }
 
 
@@ -113,6 +123,7 @@ class BuildOutput:
     eval: list[Event]
     all: list[Event]
     report: dict[str, Any]
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def build_events(
@@ -152,13 +163,30 @@ def build_events(
         report["corpus"] = None
 
     index = RelevanceIndex(corpus) if corpus is not None else None
-    selected = select_events(events, config.selection, index=index, judge=judge, progress=progress)
+    # The schedule comes first: selection judges near-certainty at the first date it would use.
+    schedules = {
+        event.id: schedule_event(event, config.schedule, corpus)
+        for event in tqdm(events, desc="scheduling forecast dates", disable=not progress)
+    }
+
+    def first_forecast_at(event: Event) -> Any:
+        made = schedules.get(event.id)
+        return None if made is None else made.cutoffs[0]
+
+    selected = select_events(
+        events,
+        config.selection,
+        index=index,
+        judge=judge,
+        progress=progress,
+        first_forecast_at=first_forecast_at,
+    )
     report["selection"] = selected.summary()
 
     scheduled: list[Event] = []
     no_dates: list[str] = []
-    for event in tqdm(selected.kept, desc="scheduling forecast dates", disable=not progress):
-        made = schedule_event(event, config.schedule, corpus)
+    for event in selected.kept:
+        made = schedules[event.id]
         if made is None:
             no_dates.append(event.id)
         else:
@@ -171,6 +199,21 @@ def build_events(
         "fewer_than_min_steps": sum(e.n_steps < config.schedule.min_steps for e in scheduled),
     }
 
+    trimmed = 0
+    if config.trim_into_eval:
+        # An event that closes inside the evaluation window but opened before it keeps only its
+        # forecast dates inside the window (before the screen: its exclusions are per step).
+        window = config.eval_window
+        kept_events = []
+        for event in scheduled:
+            if event.cutoffs[0] < window.start and window.start < event.close_at <= window.end:
+                cut = trim_before(event, window.start)
+                if cut is not None and cut.n_steps >= config.min_eval_steps:
+                    event, trimmed = cut, trimmed + 1
+            kept_events.append(event)
+        scheduled = kept_events
+    report["schedule"]["trimmed_into_eval"] = trimmed
+
     flags: list[LeakageFlag] = []
     if index is not None:
         screened = []
@@ -181,6 +224,8 @@ def build_events(
         scheduled = screened
     report["leakage"] = {
         "run": index is not None,
+        "mode": config.leakage.mode,
+        "measured_on_labels": MEASURED_ON_LABELS.get(config.leakage.mode),
         "excluded_from_episodes": config.exclude_leaks,
         "flagged_documents": len(flags),
         "events_with_flags": len({f.event_id for f in flags}),
@@ -195,7 +240,92 @@ def build_events(
         "eval": split_stats(split.eval),
         "neither": {reason: len(ids) for reason, ids in sorted(split.neither.items())},
     }
-    return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report)
+    report["schedule_leak"] = schedule_leak_report(
+        scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
+    )
+    decisions = _decisions(events, selected.decisions, no_dates, flags, split)
+    report["warnings"] = attrition_warnings(len(events), len(scheduled), decisions)
+    report["decisions"] = dict(sorted(Counter(d["outcome"] for d in decisions).items()))
+    report["dropped_questions"] = [
+        {k: d[k] for k in ("event_id", "question", "source", "stage", "rule", "reason")}
+        for d in decisions
+        if d["outcome"] == "dropped"
+    ]
+    return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report, decisions=decisions)
+
+
+MIN_KEPT_FRACTION = 0.10
+# What to change when a stage removes most events: the option names of --config sections.
+STAGE_OPTIONS = {
+    "language": "selection.require_english / selection.drop_personal",
+    "horizon": "selection.min_horizon_days",
+    "faithfulness": "selection.min_faithful_fraction / selection.max_unfaithful_run_days",
+    "non_triviality": "selection.near_certain / selection.flat_min_points",
+    "evidence": "selection.evidence_min_documents / selection.evidence_min_coverage / "
+    "selection.evidence_lookback_days, or a corpus that covers these questions (--corpus)",
+    "no_forecast_dates": "schedule.buffer_days, or a corpus covering the questions' lifetimes",
+}
+
+
+def attrition_warnings(imported: int, kept: int, decisions: Sequence[dict[str, Any]]) -> list[str]:
+    """A warning when the build keeps under :data:`MIN_KEPT_FRACTION` of what it imported, naming the
+    rule that removed the most, its top reasons (numbers folded to ``N``) and the option to change.
+    """
+    import re
+
+    if imported == 0 or kept >= MIN_KEPT_FRACTION * imported:
+        return []
+    dropped = [d for d in decisions if d["outcome"] == "dropped"]
+    by_rule = Counter(d["rule"] for d in dropped)
+    if not by_rule:
+        return [f"events build keeps {kept} of {imported} imported events ({kept / imported:.1%})"]
+    rule, count = by_rule.most_common(1)[0]
+    reasons = Counter(re.sub(r"\d+(?:\.\d+)?", "N", d["reason"] or "") for d in dropped if d["rule"] == rule)
+    top = "; ".join(f"{reason} x{n}" for reason, n in reasons.most_common(3))
+    return [
+        f"events build keeps {kept} of {imported} imported events ({kept / imported:.1%}); "
+        f"{rule} removed {count} ({top}); to change: {STAGE_OPTIONS.get(rule, rule)}"
+    ]
+
+
+def _decisions(
+    events: Sequence[Event],
+    selection: dict[str, dict[str, Any]],
+    no_dates: Sequence[str],
+    flags: Sequence[LeakageFlag],
+    split: Any,
+) -> list[dict[str, Any]]:
+    """One record per imported event: where it ended (train, eval, neither, dropped), the stage and rule
+    that decided it, and the numbers behind the decision.
+    """
+    no_dates_set = set(no_dates)
+    neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}
+    train, evaluation = {e.id for e in split.train}, {e.id for e in split.eval}
+    flagged = Counter(f.event_id for f in flags)
+    out = []
+    for event in events:
+        chosen = selection.get(event.id, {"decision": "kept", "rule": None, "reason": None, "numbers": {}})
+        record: dict[str, Any] = {
+            "event_id": event.id,
+            "question": event.question,
+            "source": event.source,
+            "outcome": "dropped",
+            "stage": "selection",
+            "rule": chosen["rule"],
+            "reason": chosen["reason"],
+            "numbers": dict(chosen["numbers"]),
+        }
+        if chosen["decision"] == "kept":
+            if event.id in no_dates_set:
+                record.update(stage="schedule", rule="no_forecast_dates", reason="no forecast date available")
+            elif event.id in train or event.id in evaluation:
+                record.update(outcome="train" if event.id in train else "eval", stage="split", rule=None)
+            else:
+                reason = neither.get(event.id, "unknown")
+                record.update(outcome="neither", stage="split", rule=reason, reason=reason)
+            record["numbers"]["leakage_flags"] = flagged.get(event.id, 0)
+        out.append(record)
+    return out
 
 
 def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
@@ -212,6 +342,10 @@ def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool =
         "eval": save_events(output.eval, out / "eval.jsonl"),
         "all": save_events(output.all, out / "all.jsonl"),
     }
+    with (out / "decisions.jsonl").open("w", encoding="utf-8") as fh:
+        for record in output.decisions:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    paths["decisions"] = out / "decisions.jsonl"
     output.report["files"] = {name: str(path) for name, path in paths.items()}
     (out / "report.json").write_text(json.dumps(output.report, indent=2, sort_keys=False, ensure_ascii=False))
     (out / "report.md").write_text(render_markdown(output.report), encoding="utf-8")
@@ -242,8 +376,15 @@ def render_summary(report: dict[str, Any]) -> str:
     )
     leak = report["leakage"]
     if leak["run"]:
+        measured = leak.get("measured_on_labels")
+        quality = (
+            f"; rule '{leak.get('mode')}' measured on the hand-labelled sample: precision "
+            f"{measured['precision']:.2f}, recall {measured['recall']:.2f}"
+            if measured
+            else ""
+        )
         lines.append(
-            f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events"
+            f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events{quality}"
         )
     else:
         lines.append("leakage screen: not run (no corpus)")
@@ -253,6 +394,16 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
         )
     lines.append(f"neither split: {report['split']['neither']}")
+    for warning in report.get("warnings") or []:
+        lines.append(f"warning: {warning}")
+    if report.get("decisions"):
+        lines.append(f"decisions (decisions.jsonl): {report['decisions']}")
+    leak = report.get("schedule_leak")
+    if leak:
+        for name, result in leak.items():
+            lines.append(
+                f"schedule leak ({name}): episode {describe(result['episode'])}; step {describe(result['step'])}"
+            )
     return "\n".join(lines)
 
 
@@ -309,6 +460,23 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "",
             ]
     lines += _table(list(report["split"]["neither"].items()), ("in neither split because", "events")) + [""]
+    if report.get("schedule_leak"):
+        lines += [
+            "## Schedule leak",
+            "",
+            "Cross-validated AUC (95 % bootstrap interval) of a logistic model predicting the outcome from the "
+            "schedule alone (`forecast_dojo.events.schedule_leak`): `episode` uses the number of steps, the last "
+            "date against the open and the stated deadline, and the spacing; `step` what one step shows. "
+            "0.5 means the schedule says nothing.",
+            "",
+        ]
+        lines += _table(
+            [
+                (name, describe(result["episode"]), describe(result["step"]))
+                for name, result in report["schedule_leak"].items()
+            ],
+            ("events", "episode features", "step features"),
+        ) + [""]
     leak = report["leakage"]
     lines += ["## Leakage screen", ""]
     if not leak["run"]:
@@ -332,5 +500,21 @@ def render_markdown(report: dict[str, Any]) -> str:
         ]
         lines += _table(
             rows, ("event", "document", "first step", "available at", "resolution terms", "excerpt")
+        )
+    dropped = report.get("dropped_questions") or []
+    if dropped:
+        lines += ["", f"## Dropped questions ({len(dropped)})", ""]
+        lines += _table(
+            [
+                (
+                    d["question"].replace("|", "/")[:140],
+                    d["source"],
+                    d["stage"],
+                    (d["reason"] or d["rule"] or "").replace("|", "/"),
+                    d["event_id"],
+                )
+                for d in dropped
+            ],
+            ("question", "source", "stage", "reason", "event"),
         )
     return "\n".join(lines) + "\n"

@@ -61,7 +61,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--keep-leaks", action="store_true", help="list flagged documents but do not exclude them"
     )
+    build.add_argument(
+        "--trim-into-eval",
+        action="store_true",
+        help="an event that closes in the evaluation window but opened before it keeps only its forecast "
+        "dates inside the window (if at least --min-eval-steps) and goes to evaluation",
+    )
     build.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 3, nothing written) instead of warning when the build keeps under 10 %% of its input",
+    )
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build)
 
@@ -106,6 +117,7 @@ def run_build(args: argparse.Namespace) -> int:
             leakage=leakage,
             min_eval_steps=args.min_eval_steps,
             exclude_leaks=not args.keep_leaks,
+            trim_into_eval=args.trim_into_eval,
         )
         forecastbench = args.forecastbench
         if forecastbench is None and not args.polymarket:
@@ -121,6 +133,14 @@ def run_build(args: argparse.Namespace) -> int:
             imports.append(load_polymarket(folder, progress=progress))
         corpus = Corpus.load(args.corpus) if args.corpus else None
         output = build_events(imports, config, corpus=corpus, progress=progress)
+        for warning in output.report.get("warnings") or []:
+            print(f"events build: warning: {warning}", file=sys.stderr)
+        if args.strict and output.report.get("warnings"):
+            print(
+                "events build: --strict: not writing a build that keeps under 10 % of its input",
+                file=sys.stderr,
+            )
+            return 3
         write_outputs(output, args.out, overwrite=args.overwrite)
     except (
         BuildConfigError,
@@ -133,5 +153,5 @@ def run_build(args: argparse.Namespace) -> int:
         print(f"events build: error: {err}", file=sys.stderr)
         return 2
     print(render_summary(output.report))
-    print(f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, report.json, report.md")
+    print(f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, decisions.jsonl, report.json, report.md")
     return 0

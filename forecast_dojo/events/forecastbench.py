@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.events.result import ImportResult
+from forecast_dojo.events.texts import FIELDS, Snapshot, clean_text, earliest_text, strip_notes, text_versions
 from forecast_dojo.schema import Event, MarketPoint, SchemaError
 from forecast_dojo.timeutil import InstantError, end_of_day, iso, parse_instant
 
@@ -86,7 +87,7 @@ class _TextExtractor(HTMLParser):
 
 
 def html_to_text(value: str | None) -> str:
-    """Readable plain text from a background that may hold HTML, entities, autolinks and ``\\r\\n``.
+    r"""Readable plain text from a background that may hold HTML, entities, autolinks and ``\r\n``.
 
     Block tags become line breaks, list items become ``- `` lines, links keep their anchor text,
     ``<https://...>`` autolinks keep the URL, and runs of blank lines collapse to one.
@@ -230,7 +231,8 @@ def load_forecastbench(
             continue
         qid = str(record["id"])
         if source in MARKET_SOURCES:
-            market_questions[qid].append(row)
+            # Keyed by source too: one id can name different questions on two platforms (1385).
+            market_questions[f"{source}\t{qid}"].append(row)
         elif source in DATA_SOURCES:
             if (row.due, qid) in data_questions:
                 result.note("duplicate_question_rows")
@@ -254,16 +256,17 @@ def load_forecastbench(
             continue
         qid, source = str(record["id"]), str(record["source"])
         if source in MARKET_SOURCES:
-            market_resolutions[qid].append(row)
+            market_resolutions[f"{source}\t{qid}"].append(row)
         elif source in DATA_SOURCES:
             data_resolutions[(row.due, qid, str(record.get("resolution_date")))].append(row)
     for _ in combination_ids:
         result.skip("combination")
 
-    for qid in sorted(set(market_resolutions) - set(market_questions)):
-        result.skip("resolution_without_question", qid)
-    for qid in tqdm(sorted(market_questions), desc="forecastbench market questions", disable=not progress):
-        event = _market_event(qid, market_questions[qid], market_resolutions.get(qid, []), result)
+    for key in sorted(set(market_resolutions) - set(market_questions)):
+        result.skip("resolution_without_question", key.replace("\t", ":"))
+    for key in tqdm(sorted(market_questions), desc="forecastbench market questions", disable=not progress):
+        qid = key.split("\t", 1)[1]
+        event = _market_event(qid, market_questions[key], market_resolutions.get(key, []), result)
         if event is not None:
             result.events.append(event)
 
@@ -354,18 +357,23 @@ def _market_event(
     if open_at > close_at:
         result.skip("bad_dates", qid)
         return None
+    texts, versions = _snapshot_texts(rows, result)
+    if not texts["question"]:
+        result.skip("invalid_record", qid)
+        return None
+    extra_texts = {"text_versions": versions} if versions else {}
     try:
         return Event(
             id=f"forecastbench:{source}:{qid}",
-            question=str(latest.get("question") or "").strip(),
+            question=texts["question"],
             outcomes=BINARY_OUTCOMES,
             outcome="Yes" if float(resolved_to) == 1.0 else "No",
             open_at=open_at,
             close_at=close_at,
             resolved_at=resolved_at,
             cutoffs=(open_at,),
-            background=html_to_text(latest.get("background")),
-            resolution_criteria=html_to_text(latest.get("resolution_criteria")),
+            background=texts["background"],
+            resolution_criteria=texts["resolution_criteria"],
             source=f"forecastbench/{source}",
             url=None if _is_missing(latest.get("url")) else str(latest["url"]),
             tags=(source,),
@@ -375,13 +383,47 @@ def _market_event(
                 "market_granularity": "sparse" if series else "none",
                 "question_sets": sorted({r.set_name for r in rows}),
                 "recorded_close_at": None if recorded_close is None else iso(recorded_close),
+                "deadline_at": iso(close_at if recorded_close is None else max(recorded_close, close_at)),
                 "resolution_date": str(resolution_date),
+                **extra_texts,
             },
         )
     except SchemaError as err:
         result.skip("invalid_record", qid)
         result.note(f"invalid_record:{str(err)[:80]}")
         return None
+
+
+def _snapshot_texts(
+    rows: list[_QuestionRow], result: ImportResult
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The event's base texts (first snapshot, every note removed) and its per-snapshot versions.
+
+    A question set's texts count as published at 00:00 UTC of its forecast due date (the texts were
+    frozen about ten days earlier, so this is late, never early). Versions identical to the base text
+    are not stored. Removed notes are counted under ``notes["dated_notes_removed"]`` (base text) and
+    ``notes["late_notes_removed"]`` (versions).
+    """
+    snapshots = []
+    for row in sorted(rows, key=lambda r: (r.due, r.set_name)):
+        record = row.record
+        snapshots.append(
+            Snapshot(
+                published_at=parse_instant(row.due),
+                question=" ".join(str(record.get("question") or "").split()),
+                background=html_to_text(record.get("background")),
+                resolution_criteria=html_to_text(record.get("resolution_criteria")),
+            )
+        )
+    base, removed = earliest_text(snapshots)
+    if removed:
+        result.note("dated_notes_removed", removed)
+    versions, late = text_versions(snapshots)
+    if late:
+        result.note("late_notes_removed", late)
+    if all(all(v[k] == base[k] for k in FIELDS) for v in versions):
+        versions = []
+    return base, versions
 
 
 def _data_events(
@@ -422,6 +464,9 @@ def _data_events(
             continue
         text = str(record.get("question") or "")
         text = text.replace("{resolution_date}", str(day)).replace("{forecast_due_date}", due.isoformat())
+        # One snapshot, published on its due date, which is the event's open: every note goes.
+        background = strip_notes(clean_text(html_to_text(record.get("background"))), None)[0]
+        criteria = strip_notes(clean_text(html_to_text(record.get("resolution_criteria"))), None)[0]
         events.append(
             Event(
                 id=f"forecastbench:{source}:{qid}:{due}:{day}",
@@ -432,8 +477,8 @@ def _data_events(
                 close_at=close_at,
                 resolved_at=end_of_day(close_at.date()),
                 cutoffs=(open_at,),
-                background=html_to_text(record.get("background")),
-                resolution_criteria=html_to_text(record.get("resolution_criteria")),
+                background=background,
+                resolution_criteria=criteria,
                 source=f"forecastbench/{source}",
                 url=None if _is_missing(record.get("url")) else str(record["url"]),
                 tags=(source, "data-source"),

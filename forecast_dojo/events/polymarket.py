@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.events.result import ImportResult
+from forecast_dojo.events.texts import clean_text, strip_notes
 from forecast_dojo.schema import Event, MarketPoint, SchemaError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
@@ -42,6 +43,13 @@ COHERENCE_TOLERANCE = 0.1
 
 class PolymarketError(SchemaError):
     """An export file that does not have the documented shape (names the file and the record)."""
+
+
+def undated_text(value: object) -> str:
+    """A description as it may be shown at any cutoff: an export holds the text as downloaded, after
+    the close, so every appended note ("Update: ...", dated or not) is removed, as are source leftovers.
+    """
+    return strip_notes(clean_text(str(value or "").strip()), None)[0]
 
 
 def _iter_json_objects(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -243,6 +251,13 @@ def _dates(
     return open_at, close_at, resolved_at
 
 
+def _deadline(objects: list[dict[str, Any]], fallback: dict[str, Any], close_at: datetime) -> datetime:
+    """The stated deadline (latest ``endDate``), never before the close: the schedule's horizon."""
+    ends = [e for e in (_instant(o.get("endDate")) for o in objects) if e is not None]
+    ends = ends or [e for e in [_instant(fallback.get("endDate"))] if e]
+    return max([close_at, *ends])
+
+
 def _tags(event: dict[str, Any]) -> tuple[str, ...]:
     tags = event.get("tags") or []
     labels = [str(t.get("label")) for t in tags if isinstance(t, dict) and t.get("label")]
@@ -302,8 +317,8 @@ def _binary_event(
         close_at=close_at,
         resolved_at=resolved_at,
         cutoffs=(open_at,),
-        background=str(event.get("description") or "").strip() if event else "",
-        resolution_criteria=str(market.get("description") or "").strip(),
+        background=undated_text(event.get("description")) if event else "",
+        resolution_criteria=undated_text(market.get("description")),
         source="polymarket",
         url=f"https://polymarket.com/market/{market['slug']}" if market.get("slug") else None,
         tags=_tags(event),
@@ -313,6 +328,7 @@ def _binary_event(
             "market_granularity": "trades" if points else "none",
             "trade_days": trade_days,
             "recorded_close_at": iso(close_at),
+            "deadline_at": iso(_deadline([market], event, close_at)),
         },
     )
 
@@ -398,7 +414,7 @@ def _negrisk_event(
         resolved_at=resolved_at,
         cutoffs=(open_at,),
         background="",
-        resolution_criteria=str(event.get("description") or "").strip(),
+        resolution_criteria=undated_text(event.get("description")),
         source="polymarket",
         url=f"https://polymarket.com/event/{event['slug']}" if event.get("slug") else None,
         tags=_tags(event),
@@ -409,5 +425,6 @@ def _negrisk_event(
             "trade_days": trade_days,
             "neg_risk_markets": [str(m[3].get("id")) for m in members],
             "recorded_close_at": iso(close_at),
+            "deadline_at": iso(_deadline([m[3] for m in members], event, close_at)),
         },
     )

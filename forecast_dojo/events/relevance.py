@@ -50,6 +50,11 @@ def _stem(word: str) -> str:
     return word
 
 
+def stem(word: str) -> str:
+    """The crude stem the relevance rules compare words by (see :func:`_stem`)."""
+    return _stem(word)
+
+
 def terms(text: str) -> frozenset[str]:
     """Stemmed lowercase words of a text."""
     return frozenset(_stem(w) for w in _TOKEN.findall(text))
@@ -68,7 +73,8 @@ def salient_terms(question: str) -> frozenset[str]:
 
 def name_terms(question: str) -> frozenset[str]:
     """Salient terms written with a capital letter somewhere other than the question's first word:
-    the names (people, places, organisations, titles) that make a match specific to this question."""
+    the names (people, places, organisations, titles) that make a match specific to this question.
+    """
     words = _TOKEN.findall(question)
     salient = salient_terms(question)
     return frozenset(
@@ -113,6 +119,7 @@ class RelevanceIndex:
         return lo, max(lo, self.corpus.n_visible(to_micros(end)))
 
     def row_terms(self, row: int) -> frozenset[str]:
+        """The stemmed words of a row's title and text (computed once per row)."""
         cached = self._terms[row]
         if cached is None:
             title = self._titles[row].as_py() or ""
@@ -140,7 +147,8 @@ class RelevanceIndex:
     ) -> list[Match]:
         """Rows in ``[lo, hi)`` sharing at least ``max(min_shared, ceil(min_coverage * n))`` of the
         question's ``n`` salient terms (all of them when ``n`` is smaller) and, with ``require_name``,
-        at least one of its names when it has any; best first: by coverage, then similarity, then row."""
+        at least one of its names when it has any; best first: by coverage, then similarity, then row.
+        """
         wanted = salient_terms(question)
         names = name_terms(question) if require_name else frozenset()
         if not wanted or hi <= lo:

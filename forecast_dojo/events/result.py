@@ -32,6 +32,7 @@ class ImportResult:
         self.notes[kind] += count
 
     def summary(self) -> dict[str, Any]:
+        """Events imported, skips by reason and repairs by kind (the report's import section)."""
         return {
             "source": self.source,
             "events": len(self.events),

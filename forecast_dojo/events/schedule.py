@@ -2,7 +2,9 @@
 
 A forecast date ``D`` means the cutoff 00:00 UTC of ``D``; a document is visible iff its
 ``available_at`` is strictly before that. Candidate dates run from the first midnight at or after
-the open to the last midnight at least ``buffer_days`` before the recorded close; given a corpus,
+the open to the last midnight at least ``buffer_days`` before the *stated deadline* (``horizon =
+"deadline"``, the default: ``extra["deadline_at"]``, the market's announced end, else the close);
+given a corpus,
 only dates that show at least one document and none after the first midnight strictly after its
 last document. With ``n`` candidates an event gets ``T = clamp(round_half_up(sqrt(n)), 3, 10)``
 steps (never more than ``n``): the candidates split into ``T`` contiguous bins of near-equal size
@@ -13,6 +15,19 @@ steps (never more than ``n``): the candidates split into ``T`` contiguous bins o
 where ``movement`` is the total-variation change of the market belief between the cutoffs of
 ``D-1`` and ``D`` and ``new documents`` counts documents that became visible between them. Ties go
 to a seeded random choice, so a schedule is a pure function of (event, corpus, config, seed).
+
+Early resolution must not shape the schedule: a question that resolves early (usually "Yes, it
+happened") would otherwise get its steps squeezed into a shorter life, so the spacing of its dates,
+their position between the open and the deadline, and the number of steps would all tell the
+outcome. With ``horizon = "deadline"`` the bins are laid over the candidates up to the stated
+deadline, which is known when the question opens, and the dates are then *truncated*: no date later
+than ``buffer_days`` before the close (the earlier of the recorded close and the resolution) is
+kept, and days past that point are never scored (their documents and market moves never choose a
+date). An early-resolving event's schedule is therefore a prefix of the schedule it would have had
+otherwise: step k falls on the same kind of date whatever the outcome; what differs is only how many
+steps there are, which the agent is not told. ``horizon = "close"`` restores the former behaviour
+(bins over the life up to the close) for comparison; ``forecast_dojo.events.schedule_leak`` measures
+both.
 """
 
 from __future__ import annotations
@@ -26,7 +41,7 @@ from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.schema import Event
-from forecast_dojo.timeutil import UTC, from_micros, to_micros
+from forecast_dojo.timeutil import UTC, from_micros, iso, to_micros
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,26 @@ class ScheduleConfig:
     market_weight: float = 1.0
     documents_weight: float = 1.0
     seed: int = 0
+    horizon: str = "deadline"
+
+    def __post_init__(self) -> None:
+        if self.horizon not in ("deadline", "close"):
+            raise ValueError(f"schedule horizon must be 'deadline' or 'close', got {self.horizon!r}")
+
+
+def stated_deadline(event: Event) -> datetime:
+    """The deadline the question states (``extra["deadline_at"]``), never before the close; the close
+    when the importer recorded none.
+    """
+    from forecast_dojo.timeutil import InstantError, parse_instant
+
+    value = event.extra.get("deadline_at")
+    if value:
+        try:
+            return max(event.close_at, parse_instant(value))
+        except InstantError:
+            pass
+    return event.close_at
 
 
 def midnight(day: date) -> datetime:
@@ -46,12 +81,20 @@ def midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
 
+def last_forecast_day(event: Event, config: ScheduleConfig) -> date:
+    """The last date a forecast may be made on: ``buffer_days`` before the close."""
+    return (event.close_at - timedelta(days=config.buffer_days)).date()
+
+
 def candidate_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> list[date]:
-    """Forecast dates available to an event, in order."""
+    """Forecast dates the bins are laid over, in order: up to the stated deadline (``horizon =
+    "deadline"``) or the close; :func:`choose_days` keeps only those up to :func:`last_forecast_day`.
+    """
     first = event.open_at.date()
     if midnight(first) < event.open_at:
         first += timedelta(days=1)
-    last = (event.close_at - timedelta(days=config.buffer_days)).date()
+    end = stated_deadline(event) if config.horizon == "deadline" else event.close_at
+    last = (end - timedelta(days=config.buffer_days)).date()
     if corpus is not None and len(corpus):
         # Outside the corpus's coverage a cutoff would show an empty (before) or silent (after) world:
         # the first date must see at least one document, the last is the one just after the last.
@@ -117,14 +160,37 @@ def choose_days(event: Event, config: ScheduleConfig, corpus: Corpus | None = No
     n_steps = steps_for(len(days), config)
     if n_steps == 0:
         return []
-    scores = day_scores(event, days, config, corpus)
+    last = last_forecast_day(event, config)
+    allowed = sum(d <= last for d in days)  # days are in order: the allowed ones form a prefix
+    if allowed == 0:
+        return []
+    scores = day_scores(event, days[:allowed], config, corpus)
     rng = _rng(event.id, config.seed)
     chosen = []
     for span in bins(len(days), n_steps):
+        span = [i for i in span if i < allowed]
+        if not span:
+            break
         best = max(scores[i] for i in span)
         tied = [i for i in span if abs(scores[i] - best) <= 1e-12]
         chosen.append(days[tied[0] if len(tied) == 1 else rng.choice(tied)])
     return chosen
+
+
+def trim_before(event: Event, start: datetime) -> Event | None:
+    """The scheduled event with only its cutoffs at or after ``start`` (per-step market beliefs and the
+    step count follow), or None when none is left. Used to bring an event that opened before the
+    evaluation window into it; call it before the leakage screen, whose exclusions are per step.
+    """
+    keep = [i for i, c in enumerate(event.cutoffs) if c >= start]
+    if not keep:
+        return None
+    extra: dict[str, Any] = dict(event.extra)
+    if isinstance(extra.get("market_at_cutoffs"), list):
+        extra["market_at_cutoffs"] = [extra["market_at_cutoffs"][i] for i in keep]
+    if isinstance(extra.get("schedule"), dict):
+        extra["schedule"] = {**extra["schedule"], "steps": len(keep), "trimmed_before": iso(start)}
+    return replace(event, cutoffs=tuple(event.cutoffs[i] for i in keep), extra=extra)
 
 
 def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> Event | None:
@@ -142,6 +208,7 @@ def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None =
     extra["market_at_cutoffs"] = market_at
     extra["schedule"] = {
         "candidate_days": len(candidate_days(event, config, corpus)),
+        "horizon": config.horizon,
         "steps": len(days),
         "seed": config.seed,
         "buffer_days": config.buffer_days,

@@ -6,8 +6,12 @@ Filters run in this order (cheap first), and an event is counted under the first
 2. ``horizon``: the tradeable lifetime spans at least ``min_horizon_days`` UTC calendar days.
 3. ``faithfulness``: where trade data exist (``extra["market_granularity"] == "trades"``), enough of
    the lifetime's days have coherent prices and no unfaithful run is too long.
-4. ``non_triviality``: the market did not already give near-certainty to the realized outcome at its
-   first observation in the forecastable window, and the series is not both flat and directionless.
+4. ``non_triviality``: the market did not already give near-certainty to the realized outcome at the
+   first forecast date the schedule uses (the latest belief at or before it, or the first one at most
+   ``near_certain_max_lag_days`` after it; not judged when neither exists), and the series is not
+   both flat and directionless, a judgment made only on a dense series (at least
+   ``flat_min_points`` points, no gap over ``flat_max_gap_days``): two or three sparse snapshots
+   that happen to agree say nothing about what happened between them.
 5. ``evidence``: the corpus holds at least ``evidence_min_documents`` documents matching the question
    (``forecast_dojo.events.relevance``) in the ``evidence_lookback_days`` before the last possible
    forecast date; an optional judge callable may replace the count.
@@ -18,11 +22,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from forecast_dojo.events.relevance import Match, RelevanceIndex
 from forecast_dojo.schema import Event, MarketPoint
+from forecast_dojo.timeutil import iso
 
 # An optional judge: given an event and the (doc_id, title, text) of its best evidence, say if it suffices.
 EvidenceJudge = Callable[[Event, list[tuple[str, str, str]]], bool]
@@ -40,6 +45,9 @@ class SelectionConfig:
     near_certain: float = 0.95
     flat_max_range: float = 0.05
     directionless_max_drift: float = 0.02
+    flat_min_points: int = 5
+    flat_max_gap_days: float = 7.0
+    near_certain_max_lag_days: float = 7.0
     buffer_days: int = 2
     evidence_lookback_days: int = 90
     evidence_min_coverage: float = 0.4
@@ -60,8 +68,11 @@ class SelectionResult:
     reasons: dict[str, str] = field(default_factory=dict)
     evidence_scores: dict[str, int] = field(default_factory=dict)
     skipped_filters: list[str] = field(default_factory=list)
+    # event id -> {"decision": "kept" | "dropped", "rule", "reason", "numbers"}: every event's record.
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
+        """Counts kept and removed by filter, a few removed ids per filter, and the filters not run."""
         return {
             "kept": len(self.kept),
             "removed": {name: len(ids) for name, ids in self.removed.items()},
@@ -99,7 +110,8 @@ _ORDINAL_CONTEXT = _word_set(
 
 def is_english(text: str) -> bool:
     """English unless foreign function words outnumber English ones (at least two) or most letters are
-    non-ASCII. A stop-word vote: it needs no model and is stable on one-sentence questions."""
+    non-ASCII. A stop-word vote: it needs no model and is stable on one-sentence questions.
+    """
     words = [w.lower() for w in _WORD.findall(text)]
     if not words:
         return False
@@ -116,7 +128,8 @@ def is_personal(question: str) -> bool:
     private life, which no news corpus covers. The rule: "my", "mine" or "myself" anywhere, or ``I`` as
     a pronoun, i.e. followed by a lowercase word and not after an ordinal context word ("World War I
     ends", "Phase I trial" are not personal). "me" is not used: titles such as "Deliver Me from
-    Nowhere" would trip it."""
+    Nowhere" would trip it.
+    """
     if _FIRST_PERSON.search(question):
         return True
     for match in _PRONOUN_I.finditer(question):
@@ -145,6 +158,7 @@ def lifetime_days(event: Event) -> list[date]:
 
 
 def horizon_problem(event: Event, config: SelectionConfig) -> str | None:
+    """Why the event's lifetime is too short to forecast over, or None."""
     days = len(lifetime_days(event))
     return (
         None
@@ -155,7 +169,8 @@ def horizon_problem(event: Event, config: SelectionConfig) -> str | None:
 
 def faithfulness(event: Event) -> tuple[float, int] | None:
     """(fraction of lifetime days with coherent prices, longest run of days without) or None when the
-    event carries no trade data (only sparse snapshots, where a missing day says nothing)."""
+    event carries no trade data (only sparse snapshots, where a missing day says nothing).
+    """
     if event.extra.get("market_granularity") != "trades":
         return None
     good = set(event.extra.get("trade_days") or ())
@@ -168,6 +183,7 @@ def faithfulness(event: Event) -> tuple[float, int] | None:
 
 
 def faithfulness_problem(event: Event, config: SelectionConfig) -> str | None:
+    """Why the event's trade data are too patchy to score against, or None (also when it has none)."""
     measured = faithfulness(event)
     if measured is None:
         return None
@@ -184,29 +200,72 @@ def faithfulness_problem(event: Event, config: SelectionConfig) -> str | None:
 
 def forecastable_market(event: Event, buffer_days: int) -> list[MarketPoint]:
     """Market points inside the window forecasts can be made in: from the open to close minus the buffer
-    (all points up to the close when that window holds none)."""
+    (all points up to the close when that window holds none).
+    """
     end = event.close_at - timedelta(days=buffer_days)
     inside = [p for p in event.market if event.open_at <= p.at <= end]
     return inside or [p for p in event.market if p.at <= event.close_at]
 
 
-def triviality_problem(event: Event, config: SelectionConfig) -> str | None:
+def triviality_numbers(
+    event: Event, config: SelectionConfig, first_at: datetime | None = None
+) -> dict[str, Any]:
+    """The numbers the non-triviality rule decides on.
+
+    ``first_belief``: the realized outcome's market probability at ``first_at`` (the schedule's first
+    forecast date: the latest point at or before it, else the first point at most
+    ``near_certain_max_lag_days`` after it, else None); without ``first_at``, the first point of the
+    forecastable window. ``points``, ``max_gap_days``, ``dense``, ``range`` and ``drift`` describe the
+    series in the forecastable window.
+    """
     points = forecastable_market(event, config.buffer_days)
-    if not points:
-        return None
     realized = event.outcome_index
-    first = points[0].probabilities[realized]
-    if first >= config.near_certain:
-        return f"market already gave {first:.3f} to the realized outcome"
+    numbers: dict[str, Any] = {"points": len(points), "first_at": None if first_at is None else iso(first_at)}
+    belief = None
+    if first_at is None:
+        belief = points[0].probabilities[realized] if points else None
+    else:
+        at = event.market_at(first_at)
+        if at is None:
+            later = [p for p in event.market if p.at > first_at]
+            if later and (later[0].at - first_at).total_seconds() <= config.near_certain_max_lag_days * 86400:
+                at = later[0].probabilities
+        belief = None if at is None else at[realized]
+    numbers["first_belief"] = None if belief is None else round(float(belief), 4)
+    gaps = [(b.at - a.at).total_seconds() / 86400 for a, b in zip(points, points[1:], strict=False)]
+    numbers["max_gap_days"] = round(max(gaps), 2) if gaps else None
+    numbers["dense"] = (
+        len(points) >= config.flat_min_points and bool(gaps) and max(gaps) <= config.flat_max_gap_days
+    )
     if len(points) >= 2:
         k = len(event.outcomes)
-        ranges = [
-            max(p.probabilities[j] for p in points) - min(p.probabilities[j] for p in points)
-            for j in range(k)
-        ]
-        drifts = [abs(points[-1].probabilities[j] - points[0].probabilities[j]) for j in range(k)]
-        if max(ranges) <= config.flat_max_range and max(drifts) <= config.directionless_max_drift:
-            return f"market flat (range {max(ranges):.3f}) and directionless (drift {max(drifts):.3f})"
+        numbers["range"] = round(
+            max(
+                max(p.probabilities[j] for p in points) - min(p.probabilities[j] for p in points)
+                for j in range(k)
+            ),
+            4,
+        )
+        numbers["drift"] = round(
+            max(abs(points[-1].probabilities[j] - points[0].probabilities[j]) for j in range(k)), 4
+        )
+    return numbers
+
+
+def triviality_problem(event: Event, config: SelectionConfig, first_at: datetime | None = None) -> str | None:
+    """Why the event is trivial (near-certain at the first forecast date, or a dense flat series), or None."""
+    numbers = triviality_numbers(event, config, first_at)
+    first = numbers["first_belief"]
+    if first is not None and first >= config.near_certain:
+        when = "at the first forecast date" if first_at is not None else "at its first observation"
+        return f"market already gave {first:.3f} to the realized outcome {when}"
+    if (
+        numbers["dense"]
+        and "range" in numbers
+        and numbers["range"] <= config.flat_max_range
+        and numbers["drift"] <= config.directionless_max_drift
+    ):
+        return f"market flat (range {numbers['range']:.3f}) and directionless (drift {numbers['drift']:.3f})"
     return None
 
 
@@ -215,7 +274,8 @@ def triviality_problem(event: Event, config: SelectionConfig) -> str | None:
 
 def evidence_documents(event: Event, index: RelevanceIndex, config: SelectionConfig) -> list[Match]:
     """Documents relevant to the question among those an agent could see at the latest possible step:
-    available in the ``evidence_lookback_days`` before the close minus the buffer."""
+    available in the ``evidence_lookback_days`` before the close minus the buffer.
+    """
     end = event.close_at - timedelta(days=config.buffer_days)
     lo, hi = index.rows_between(end - timedelta(days=config.evidence_lookback_days), end)
     return index.matches(
@@ -264,19 +324,34 @@ def select_events(
     index: RelevanceIndex | None = None,
     judge: EvidenceJudge | None = None,
     progress: bool = True,
+    first_forecast_at: Callable[[Event], datetime | None] | None = None,
 ) -> SelectionResult:
-    """Apply the filters in ``FILTER_ORDER``; without a corpus index the evidence filter is not run."""
+    """Apply the filters in ``FILTER_ORDER``; without a corpus index the evidence filter is not run.
+
+    ``first_forecast_at`` gives the first forecast date the schedule would use for an event (None when
+    it has none); near-certainty is judged there. Without it, at the first market point of the
+    forecastable window. Every event's decision, with the numbers behind it, is in ``decisions``.
+    """
     from tqdm.auto import tqdm
 
     result = SelectionResult()
     if index is None:
         result.skipped_filters.append("evidence")
     for event in tqdm(events, desc="selecting events", disable=not progress):
+        first_at = first_forecast_at(event) if first_forecast_at is not None else None
+        numbers: dict[str, Any] = {"lifetime_days": len(lifetime_days(event))}
+        numbers.update(triviality_numbers(event, config, first_at))
+        measured = faithfulness(event)
+        if measured is not None:
+            numbers["faithful_fraction"], numbers["longest_unfaithful_run"] = (
+                round(measured[0], 3),
+                measured[1],
+            )
         checks: list[tuple[str, Callable[[], str | None]]] = [
             ("language", lambda e=event: language_problem(e, config)),
             ("horizon", lambda e=event: horizon_problem(e, config)),
             ("faithfulness", lambda e=event: faithfulness_problem(e, config)),
-            ("non_triviality", lambda e=event: triviality_problem(e, config)),
+            ("non_triviality", lambda e=event, f=first_at: triviality_problem(e, config, f)),
         ]
         if index is not None:
             checks.append(
@@ -290,7 +365,12 @@ def select_events(
             if problem is not None:
                 result.removed[name].append(event.id)
                 result.reasons[event.id] = f"{name}: {problem}"
+                decision = {"decision": "dropped", "rule": name, "reason": problem}
                 break
         else:
             result.kept.append(event)
+            decision = {"decision": "kept", "rule": None, "reason": None}
+        if event.id in result.evidence_scores:
+            numbers["evidence_documents"] = result.evidence_scores[event.id]
+        result.decisions[event.id] = {**decision, "numbers": numbers}
     return result

@@ -36,12 +36,15 @@ class Window:
             raise SplitError(f"window start {iso(self.start)} is not before its end {iso(self.end)}")
 
     def contains(self, event: Event) -> bool:
+        """Whether the event's first cutoff and its close both lie in the window."""
         return self.start <= event.cutoffs[0] and event.close_at <= self.end
 
     def overlaps(self, other: Window) -> bool:
+        """Whether the two windows share an instant."""
         return self.start < other.end and other.start < self.end
 
     def describe(self) -> str:
+        """The window as ``[start, end)`` in ISO form."""
         return f"[{iso(self.start)}, {iso(self.end)})"
 
 

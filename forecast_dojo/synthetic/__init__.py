@@ -6,26 +6,27 @@ agent's score is compared with (evaluation only, never shown to the agent).
 """
 
 from forecast_dojo.synthetic.cache import SyntheticPaths, default_cache_dir, ensure_synthetic_world
-from forecast_dojo.synthetic.oracle import (
-    OracleError,
-    brier_score,
-    load_oracle,
-    log_loss,
-    oracle_forecast,
-    oracle_table,
-    save_oracle,
-)
-from forecast_dojo.synthetic.world import (
-    GENERATOR_VERSION,
+from forecast_dojo.synthetic.model import (
     TIER_LIKELIHOOD_RATIO,
     TIERS,
     Evidence,
     SyntheticWorld,
     WorldConfigError,
-    generate_world,
     signal_accuracy,
     signal_likelihood,
 )
+from forecast_dojo.synthetic.oracle import (
+    OracleError,
+    brier_loss,
+    load_oracle,
+    log_loss,
+    oracle_forecast,
+    oracle_table,
+    posterior_from_evidence,
+    posteriors_at,
+    save_oracle,
+)
+from forecast_dojo.synthetic.world import GENERATOR_VERSION, generate_world
 
 __all__ = [
     "GENERATOR_VERSION",
@@ -36,7 +37,7 @@ __all__ = [
     "SyntheticPaths",
     "SyntheticWorld",
     "WorldConfigError",
-    "brier_score",
+    "brier_loss",
     "default_cache_dir",
     "ensure_synthetic_world",
     "generate_world",
@@ -44,6 +45,8 @@ __all__ = [
     "log_loss",
     "oracle_forecast",
     "oracle_table",
+    "posterior_from_evidence",
+    "posteriors_at",
     "save_oracle",
     "signal_accuracy",
     "signal_likelihood",

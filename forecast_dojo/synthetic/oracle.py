@@ -4,8 +4,12 @@ Because the generator knows every evidence document's likelihood (see ``world.py
 computable exactly; an agent's score is then reported as regret against it. The oracle is for
 evaluation only and must never reach the agent.
 
-Brier score here is the multi-class form ``sum_j (p_j - [j == outcome])**2`` (0 is perfect, 2 is the
-worst); log loss is ``-ln p_outcome``.
+The posterior at a cutoff is the prior times the likelihoods of the evidence documents available
+strictly before it (:func:`log_posteriors_at`); the generator also builds each event's reference
+market from it. Scores here are losses (lower is better), unlike ``forecast_dojo.scoring``'s rewards:
+:func:`brier_loss` is the multi-class ``sum_j (p_j - [j == outcome])**2`` (0 perfect, 2 worst), i.e.
+``-scoring.brier_score``, and :func:`log_loss` is ``-ln p_outcome``. The oracle table's ``brier``
+column holds the Brier loss.
 """
 
 from __future__ import annotations
@@ -17,10 +21,47 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from forecast_dojo import scoring
 from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.synthetic.world import SyntheticWorld, posterior_from_evidence, posteriors_at
+from forecast_dojo.synthetic.model import Evidence, SyntheticWorld
 from forecast_dojo.timeutil import iso, to_micros
+
+
+def log_posteriors_at(
+    prior: Sequence[float], evidence: Sequence[Evidence], cutoffs_us: Sequence[int]
+) -> np.ndarray:
+    """Normalized log posteriors (one row per cutoff) given the evidence available strictly before each
+    cutoff: log prior plus the summed log likelihoods of the visible documents, minus their logsumexp."""
+    k = len(prior)
+    available_us = np.array([to_micros(item.available_at) for item in evidence], dtype=np.int64)
+    log_likelihood = np.log(
+        np.array([item.likelihood for item in evidence], dtype=np.float64).reshape(len(evidence), k)
+    )
+    visible = (available_us[None, :] < np.asarray(cutoffs_us, dtype=np.int64).reshape(-1, 1)).astype(
+        np.float64
+    )
+    # An explicit sum (not a BLAS product) so one cutoff or many give bit-identical rows.
+    log_posterior = np.log(np.asarray(prior, dtype=np.float64))[None, :] + (
+        visible[:, :, None] * log_likelihood[None, :, :]
+    ).sum(axis=1)
+    top = log_posterior.max(axis=1, keepdims=True)
+    return log_posterior - (top + np.log(np.exp(log_posterior - top).sum(axis=1, keepdims=True)))
+
+
+def posteriors_at(
+    prior: Sequence[float], evidence: Sequence[Evidence], cutoffs_us: Sequence[int]
+) -> np.ndarray:
+    """Exact posteriors, one row per cutoff (see :func:`log_posteriors_at`)."""
+    return np.exp(log_posteriors_at(prior, evidence, cutoffs_us))
+
+
+def posterior_from_evidence(
+    prior: Sequence[float], evidence: Sequence[Evidence], cutoff_us: int
+) -> tuple[float, ...]:
+    """Exact posterior given the evidence available strictly before ``cutoff_us``."""
+    return tuple(float(p) for p in posteriors_at(prior, evidence, [cutoff_us])[0])
 
 
 class OracleError(ForecastDojoError, ValueError):
@@ -35,8 +76,8 @@ def oracle_forecast(world: SyntheticWorld, event_id: str, cutoff: datetime) -> t
     return posterior_from_evidence(world.prior[event.id], world.evidence[event.id], to_micros(cutoff))
 
 
-def brier_score(probabilities: Sequence[float], outcome_index: int) -> float:
-    """Multi-class Brier loss of one forecast (0 perfect, 2 worst): the env's reward, negated."""
+def brier_loss(probabilities: Sequence[float], outcome_index: int) -> float:
+    """Multi-class Brier loss of one forecast (0 perfect, 2 worst): ``scoring.brier_score`` negated."""
     return -scoring.brier_score(probabilities, outcome_index)
 
 
@@ -66,7 +107,7 @@ def oracle_table(world: SyntheticWorld) -> list[dict[str, Any]]:
                     "probabilities": list(probabilities),
                     "outcome_index": event.outcome_index,
                     "n_evidence": sum(1 for ev in evidence if to_micros(ev.available_at) < to_micros(cutoff)),
-                    "brier": brier_score(probabilities, event.outcome_index),
+                    "brier": brier_loss(probabilities, event.outcome_index),
                     "log_loss": log_loss(probabilities, event.outcome_index),
                 }
             )

@@ -91,33 +91,108 @@ def test_llm_agent_plays_whole_episodes_and_reports_tokens(make_tiny_env, tiny_m
     assert all(r["tokens"]["prompt_tokens"] > 100 and r["tokens"]["completion_tokens"] > 0 for r in records)
 
 
-def test_logged_trajectories_train_with_trl_sft(make_tiny_env, tiny_model, tokenizer, tmp_path):
-    """The log is an SFT dataset as it stands: TRL trains on it without any conversion."""
-    from trl import SFTConfig, SFTTrainer
+def test_assistant_mask_covers_exactly_the_assistant_turns(tokenizer):
+    """``{% generation %}`` marks each assistant turn's text, calls and <|im_end|>: nothing else."""
+    from forecast_dojo.agents.llm import load_tokenizer
 
-    from forecast_dojo.agents import EvidenceAgent
-    from forecast_dojo.evaluation.runner import run_episode
-    from forecast_dojo.trajectory import load_steps
-
-    env = make_tiny_env(memory="notebook", log_dir=tmp_path / "log")
-    run_episode(env, EvidenceAgent(), "mayor")
-    env.close()
-    dataset = load_steps(tmp_path / "log").select_columns(["messages"])
-    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
-    config = SFTConfig(
-        output_dir=str(tmp_path / "sft"),
-        max_steps=2,
-        per_device_train_batch_size=2,
-        learning_rate=1e-3,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to=[],
-        logging_steps=1,
-        save_strategy="no",
-        max_length=2048,
-        assistant_only_loss=False,
-        use_cpu=True,
+    tok = load_tokenizer("smollm2")
+    turns = [
+        "",
+        "Two sources agree.",
+    ]
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "Q"},
+        {
+            "role": "assistant",
+            "content": turns[0],
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "search", "arguments": {"query": "x"}}}
+            ],
+        },
+        {"role": "tool", "content": "[]", "tool_call_id": "c", "name": "search"},
+        {"role": "user", "content": "notice"},
+        {
+            "role": "assistant",
+            "content": turns[1],
+            "tool_calls": [
+                {
+                    "id": "d",
+                    "type": "function",
+                    "function": {"name": "submit_forecast", "arguments": '{"probabilities": [0.7, 0.3]}'},
+                }
+            ],
+        },
+    ]
+    out = tok.apply_chat_template(
+        messages, return_assistant_tokens_mask=True, return_dict=True, tokenize=True
     )
-    trainer = SFTTrainer(model=tiny_model, args=config, train_dataset=dataset, processing_class=tokenizer)
-    result = trainer.train()
-    assert result.global_step == 2 and result.training_loss > 0
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    spans, current = [], []
+    for token, flag in zip(ids, mask, strict=True):
+        if flag:
+            current.append(token)
+        elif current:
+            spans.append(tok.decode(current))
+            current = []
+    if current:
+        spans.append(tok.decode(current))
+    assert spans == [
+        '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call><|im_end|>',
+        'Two sources agree.\n<tool_call>{"name": "submit_forecast", "arguments": {"probabilities": [0.7, 0.3]}}</tool_call><|im_end|>',
+    ]
+    # TRL agrees: the template keeps prefixes, renders tool calls, and trains the end-of-turn token.
+    from trl.chat_template_utils import (
+        is_chat_template_prefix_preserving,
+        is_chat_template_stop_token_trained,
+        supports_tool_calling,
+    )
+
+    assert is_chat_template_prefix_preserving(tok) and supports_tool_calling(tok)
+    assert is_chat_template_stop_token_trained(tok)
+
+
+def test_saved_checkpoint_has_no_quantization_and_plays_an_episode(
+    make_tiny_env, tiny_model, tokenizer, tmp_path
+):
+    """save_checkpoint -> TransformersAgent.from_pretrained(path) completes an episode; load_model trains it again."""
+    import torch
+
+    from forecast_dojo.agents.llm import load_model, save_checkpoint, strip_quantization
+    from forecast_dojo.evaluation.runner import run_episode
+    from forecast_dojo.prompts import Budgets
+
+    tiny_model.config.quantization_config = {"quant_method": "gguf"}  # what a GGUF load leaves behind
+    tiny_model.is_quantized = True
+    path = save_checkpoint(strip_quantization(tiny_model), tokenizer, tmp_path / "ckpt")
+    config = json.loads((path / "config.json").read_text())
+    assert "quantization_config" not in config
+    assert (
+        json.loads((path / "tokenizer_config.json").read_text()).get("chat_template")
+        or (path / "chat_template.jinja").exists()
+    )
+
+    agent = TransformersAgent.from_pretrained(path, max_new_tokens=8)
+    assert agent.name == f"hf:{path}"
+    env = make_tiny_env(memory="none", budgets=Budgets(max_tool_calls=1, max_turns=2))
+    rows = run_episode(env, agent, "mayor")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+
+    again = load_model(path)
+    assert getattr(again, "hf_quantizer", None) is None and not getattr(again, "is_quantized", False)
+    assert all(p.requires_grad for p in again.parameters())
+    for a, b in zip(again.parameters(), tiny_model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_smollm2_loads_trainable_without_gguf_quantization():
+    """The de-quantized SmolLM2 is a plain float model: the Trainer's quantization check passes."""
+    from transformers.trainer_utils import validate_quantization_for_training
+
+    from forecast_dojo.agents.llm import load_model
+
+    model = load_model("smollm2")
+    assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "quantization_config", None)
+    assert "quantization_config" not in model.config.to_dict()
+    validate_quantization_for_training(model)  # raises "purely quantized" before the fix

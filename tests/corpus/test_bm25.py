@@ -13,10 +13,11 @@ import pytest
 
 from forecast_dojo.corpus.bm25 import BM25Index, build_bm25_index, tokenize
 from forecast_dojo.corpus.embedders import HashingEmbedder
-from forecast_dojo.corpus.sample import sample_documents
 from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus, embedding_text
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import to_micros
+
+from .sample import sample_documents
 
 
 def reference_bm25(texts: list[str], query: str, k1: float = 1.5, b: float = 0.75) -> dict[int, float]:

@@ -17,6 +17,7 @@ from forecast_dojo.corpus.cleaning import (
     NormalizeConfig,
     QualityConfig,
     canonical_url,
+    clean_document,
     clean_documents,
     duplicate_minhash,
     duplicate_titles,
@@ -28,6 +29,7 @@ from forecast_dojo.corpus.cleaning import (
     normalize_document,
     normalize_text,
     quality_reason,
+    removal_warnings,
     shingles,
 )
 from forecast_dojo.schema import Document
@@ -266,3 +268,40 @@ def test_disabled_stages_and_config_errors() -> None:
     assert (
         replace(CleaningConfig(), quality=QualityConfig(min_words=1)).to_dict()["quality"]["min_words"] == 1
     )
+
+
+def test_short_texts_are_not_judged_by_language_identification() -> None:
+    # py3langid calls these English headlines Nigerian Pidgin with p > 0.8: too short to judge.
+    for headline in ("Nigeria: Buhari signs budget into law", "Ghana beat Nigeria 2-1 in friendly"):
+        language, probability = identify_language(headline)
+        assert language == "pcm" and probability > 0.8
+        assert language_reason(doc("h", headline), LanguageConfig()) is None
+        assert language_reason(doc("h", headline), LanguageConfig(min_chars=0)) == "language pcm"
+
+
+def test_clean_document_stops_at_the_first_removing_stage() -> None:
+    config = CleaningConfig()
+    kept = clean_document(doc("a", "  " + ARTICLE), config)
+    assert not kept.removed_by and kept.modified and kept.document.text == ARTICLE
+    removed = clean_document(doc("m", "  " + ARTICLE, url="https://polymarket.com/x"), config)
+    assert (removed.removed_by, removed.reason, removed.modified) == (
+        "market_sites",
+        "domain polymarket.com",
+        True,
+    )
+    short = clean_document(doc("s", "Too short."), config)
+    assert (short.removed_by, short.reason) == ("quality", "too few words")
+
+
+def test_removal_warnings_name_stage_reasons_and_option() -> None:
+    docs = [doc(f"h{i}", f"Headline number {i} about the budget", hours=i) for i in range(6)]
+    docs += [doc("a", ARTICLE, hours=7), doc("b", OTHER_ARTICLE, hours=8)]
+    _, reports = clean_documents(docs, CleaningConfig(), progress=False)
+    (warning,) = removal_warnings(reports)
+    assert warning.startswith("cleaning stage 'quality' removed 6 of 8 documents (75%)")
+    assert "too few words (6)" in warning and "[cleaning.quality] min_words" in warning
+    # Exactly half is not "more than half"; a disabled stage never warns.
+    _, reports = clean_documents(docs[4:], CleaningConfig(), progress=False)
+    assert removal_warnings(reports) == []
+    off = CleaningConfig.from_dict({"quality": {"enabled": False}})
+    assert removal_warnings(clean_documents(docs, off, progress=False)[1]) == []

@@ -69,3 +69,11 @@ def test_minilm_encodes_offline_and_normalized() -> None:
     assert embedder.name == "all-MiniLM-L6-v2@32" and vectors.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+@pytest.mark.slow
+def test_distilling_says_what_it_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    distill_static_minilm(tmp_path / "tiny", dims=8, max_tokens=200, progress=False)
+    err = capsys.readouterr().err
+    assert "static-minilm: first use, distilling the bundled all-MiniLM-L6-v2" in err
+    assert str(tmp_path / "tiny") in err and "PCA to 8 dimensions" in err and "static-minilm: wrote" in err

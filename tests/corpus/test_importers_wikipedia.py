@@ -9,9 +9,11 @@ import pytest
 
 from forecast_dojo.corpus.importers.wikipedia import (
     DATE_SOURCE,
+    HEADER_NOTE,
     classify_item,
     list_day_files,
     load_wikipedia_current_events,
+    neutralize_header,
     parse_day_file,
 )
 from forecast_dojo.timeutil import UTC, end_of_day
@@ -184,3 +186,70 @@ def test_real_2026_llm_days_and_unparseable_day_are_reported(data_root: Path) ->
     assert not days & set(reasons)
     assert "2026-03-28" in days and "2026-01-06" in days and "2026-03-05" in days
     assert report.files_imported == report.files_seen - 14
+
+
+@pytest.mark.parametrize(
+    ("header", "day", "expected"),
+    [
+        ("War in Afghanistan (2001–2021)", "2010-07-30", ("War in Afghanistan", True)),
+        ("Iraqi Civil War (2014-2017)", "2015-08-15", ("Iraqi Civil War", True)),
+        ("2014 FIFA World Cup", "2013-12-06", ("FIFA World Cup", True)),
+        ("2015–16 Premier League", "2015-11-28", ("Premier League", True)),
+        ("Financial crisis of 2007–2010", "2008-09-19", ("Financial crisis", True)),
+        (
+            "Battle of Aleppo (2012–2016), Iranian involvement",
+            "2015-10-17",
+            ("Battle of Aleppo, Iranian involvement", True),
+        ),
+        ("2025", "2024-03-01", ("", True)),
+        # Years up to the page's own year, "present", and numbers that are not years stay.
+        ("War in Afghanistan (2001–2021)", "2021-08-30", ("War in Afghanistan (2001–2021)", False)),
+        ("Gaza war (2023–present)", "2024-01-01", ("Gaza war (2023–present)", False)),
+        ("2024 Iran–Israel conflict", "2024-04-13", ("2024 Iran–Israel conflict", False)),
+        ("COVID-19 pandemic", "2020-03-01", ("COVID-19 pandemic", False)),
+        ("Flight 20345 crash", "2001-01-01", ("Flight 20345 crash", False)),
+    ],
+)
+def test_neutralize_header_removes_years_after_the_page(
+    header: str, day: str, expected: tuple[str, bool]
+) -> None:
+    assert neutralize_header(header, date.fromisoformat(day)) == expected
+
+
+LATER_NAMES_DAY = """Date: '2013-04-05'
+Source_URI: Portal:Current events/2013 April 5
+Intelligence_Payload:
+  2014 FIFA World Cup qualification:
+  - Brazil is drawn into the final group stage. (Reuters)
+  Armed conflicts and attacks:
+  - War in Afghanistan (2001–2021)
+  - Taliban fighters attack a checkpoint in Kandahar Province. (AP)
+  - '2016'
+  - A storm hits the coast. (BBC)
+"""
+
+
+def test_day_page_titles_never_name_a_later_year(tmp_path: Path) -> None:
+    docs, report = parse_day_file(write_day(tmp_path, "2013-04-05", LATER_NAMES_DAY))
+    assert [d.title for d in docs] == [
+        "FIFA World Cup qualification",
+        "Armed conflicts and attacks > War in Afghanistan",
+        "Armed conflicts and attacks",
+    ]
+    assert report.notes[HEADER_NOTE] == 3
+    assert report.to_dict()["notes"][HEADER_NOTE] == 3
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_real_titles_name_no_year_after_their_page(data_root: Path) -> None:
+    import re
+
+    root = data_root / "wikipedia-current-events"
+    docs, report = load_wikipedia_current_events(
+        root, start=date(2015, 8, 1), end=date(2015, 12, 31), progress=False
+    )
+    assert report.notes[HEADER_NOTE] > 0
+    for doc in docs:
+        for year in re.findall(r"(?<!\d)(?:1[89]|20)\d\d(?!\d)", doc.title):
+            assert int(year) <= doc.published_at.year, (doc.id, doc.title)

@@ -18,6 +18,7 @@ from forecast_dojo.corpus.pipeline import (
     REPORT_FILE,
     BuildRecipe,
     RecipeError,
+    StrictBuildError,
     build_from_source,
     default_recipe,
     format_report,
@@ -97,79 +98,20 @@ def test_generic_build_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "market_sites" in format_report(on_disk)
 
     out = tmp_path / "c2"
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--embedder",
-                "hashing",
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    build = ["corpus", "build", "--source", "generic", "--out", str(out)]
+    hashing = ["--embedder", "hashing", "--no-progress"]
+    assert run_cli([*build, "--input", str(source), *hashing]) == 0
     printed = capsys.readouterr().out
     assert "dedup_minhash" in printed and "documents: 2" in printed
     assert "indexes: dense=exact, bm25" in printed
     built = Corpus.load(out)
     assert built.content_hash == result.corpus.content_hash and "bm25" in built.indexes()
     # Building into an existing corpus needs --overwrite; errors are printed, not raised.
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--embedder",
-                "hashing",
-                "--no-progress",
-            ]
-        )
-        == 2
-    )
+    assert run_cli([*build, "--input", str(source), *hashing]) == 2
     assert "already holds a corpus" in capsys.readouterr().err
-    assert (
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(tmp_path / "nope.jsonl"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 2
-    )
+    assert run_cli([*build, "--input", str(tmp_path / "nope.jsonl")]) == 2
     with pytest.raises(SystemExit):
-        run_cli(
-            [
-                "corpus",
-                "build",
-                "--source",
-                "generic",
-                "--input",
-                str(source),
-                "--out",
-                str(out),
-                "--start",
-                "March",
-            ]
-        )
+        run_cli([*build, "--input", str(source), "--start", "March"])
 
 
 def test_everything_removed_is_a_clear_error(tmp_path: Path) -> None:
@@ -228,3 +170,110 @@ def test_wikipedia_slice_builds_a_searchable_corpus_matching_the_raw_yaml(
     assert first_day > 0
     midnight = to_micros(datetime(2025, 11, 4, tzinfo=UTC))
     assert corpus.n_visible(midnight - 1) == 0 and corpus.n_visible(midnight) == first_day
+
+
+HEADLINES = [
+    "Nigeria: Buhari signs budget into law",  # py3langid: Nigerian Pidgin, p = 0.84
+    "Ghana beat Nigeria 2-1 in friendly",  # py3langid: Nigerian Pidgin, p = 0.88
+    "Oil prices fall as demand worries weigh",
+    "Senate Passes Bill On Police Reform",
+    "Court adjourns fraud case till next month",
+    "Spain closes 19 airports",
+    "Teachers vow to continue strike over pay",
+    "Floods displace thousands in northern province",
+    "Central bank raises interest rate by half a point",
+    "Parliament rejects plan to delay the election",
+    "Storm knocks out power to 200,000 homes",
+    "Tech giant unveils cheaper phone...",
+    "Rebels agree to talks in neutral capital",
+    "Drought pushes wheat prices to record high",
+    "Striker signs three-year deal with champions",
+    "Minister resigns after expenses scandal",
+    "Volcano erupts near tourist village, flights halted",
+    "Pharmacy chain to close 300 stores",
+    "UN warns of famine in coastal region",
+    "Police arrest 12 after stadium clashes",
+]
+
+
+def _headline_input(path: Path, *, articles: int) -> Path:
+    """Headlines (and a few full articles) as generic JSONL: one distinct headline a day."""
+    rows = [
+        {"id": f"h{i}", "text": text, "published_at": f"2024-03-{i + 1:02d}T09:00:00Z"}
+        for i, text in enumerate(HEADLINES)
+    ]
+    for i in range(articles):
+        rows.append(
+            {
+                "id": f"a{i}",
+                "text": ARTICLE.replace("water", ["forest", "fishing", "railway", "housing"][i % 4])
+                + f" Part {i}.",
+                "published_at": f"2024-04-{i + 1:02d}",
+            }
+        )
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_headline_corpus_warns_under_the_generic_recipe_and_builds_under_the_headlines_recipe(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _headline_input(tmp_path / "headlines.jsonl", articles=3)
+    base = [
+        "corpus",
+        "build",
+        "--source",
+        "generic",
+        "--input",
+        str(source),
+        "--embedder",
+        "hashing",
+        "--no-progress",
+    ]
+
+    # The generic recipe keeps the 3 articles only: exit 0, and a warning naming stage, reason and option.
+    assert run_cli([*base, "--out", str(tmp_path / "generic")]) == 0
+    captured = capsys.readouterr()
+    assert "documents: 3" in captured.out
+    assert "WARNING: cleaning stage 'quality' removed 20 of 23 documents (87%)" in captured.out
+    warning = next(line for line in captured.err.splitlines() if line.startswith("warning: cleaning stage"))
+    assert "'quality'" in warning and "too few words (20)" in warning
+    assert "[cleaning.quality] min_words" in warning
+    assert "corpus/headlines.toml" in captured.err
+    report = json.loads((tmp_path / "generic" / REPORT_FILE).read_text())
+    assert len(report["warnings"]) == 2
+
+    # --strict: the same build fails before embedding, with the reason, and writes no corpus.
+    assert run_cli([*base, "--out", str(tmp_path / "strict"), "--strict"]) == 3
+    err = capsys.readouterr().err
+    assert "error: --strict: a cleaning stage removed more than half of its input" in err
+    assert "[cleaning.quality] min_words" in err
+    assert not (tmp_path / "strict" / "manifest.json").exists()
+
+    # The headlines recipe keeps every headline (English ones called Pidgin included) and the articles.
+    recipe = REPO / "corpus" / "headlines.toml"
+    assert run_cli([*base, "--out", str(tmp_path / "headlines"), "--config", str(recipe), "--strict"]) == 0
+    captured = capsys.readouterr()
+    assert "documents: 23" in captured.out and "warning" not in captured.err.lower()
+    ids = Corpus.load(tmp_path / "headlines").table.column("id").to_pylist()
+    assert {"h0", "h1"} <= set(ids)
+
+
+def test_headlines_recipe_is_a_generic_recipe_for_short_texts() -> None:
+    recipe = BuildRecipe.from_toml(REPO / "corpus" / "headlines.toml")
+    assert recipe.source == "generic" and recipe.name == "headlines"
+    assert recipe.cleaning.quality.min_words == 3 and recipe.cleaning.quality.min_stop_words is None
+    # Language identification judges only texts long enough to judge, in every recipe.
+    for source in RECIPES:
+        assert default_recipe(source).cleaning.language.min_chars >= 80
+    assert recipe.cleaning.language.min_chars >= 80
+
+
+def test_strict_build_fails_in_both_library_entry_points(tmp_path: Path) -> None:
+    source = _headline_input(tmp_path / "headlines.jsonl", articles=2)
+    with pytest.raises(StrictBuildError, match="'quality' removed 20 of 22"):
+        build_from_source(
+            "generic", source, tmp_path / "c", embedder=HashingEmbedder(), progress=False, strict=True
+        )
+    result = build_from_source("generic", source, tmp_path / "c", embedder=HashingEmbedder(), progress=False)
+    assert result.report["documents"] == 2 and result.report["warnings"]

@@ -70,6 +70,7 @@ def _write_inputs(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_ray_build_equals_single_process_build(local_ray, tmp_path: Path) -> None:
     inputs = _write_inputs(tmp_path / "in")
     recipe = default_recipe("generic")
@@ -102,6 +103,7 @@ def test_ray_build_equals_single_process_build(local_ray, tmp_path: Path) -> Non
         return [(s["stage"], s["in"], s["removed"], s["reasons"], s["modified"]) for s in report["cleaning"]]
 
     assert counts(single.report) == counts(parallel.report)
+    assert single.report["warnings"] == parallel.report["warnings"] == []
     assert [s["removed"] for s in single.report["cleaning"]] == [1, 1, 1, 1, 0, 0, 1]
     for key in ("files_seen", "files_imported", "records_seen", "documents", "notes", "date_sources"):
         assert single.report["import"][key] == parallel.report["import"][key], key

@@ -73,9 +73,9 @@ def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Pa
     assert harbor.n_steps >= 3 and len(harbor.extra["market_at_cutoffs"]) == harbor.n_steps
     flagged = {f["doc_id"] for f in report["leakage"]["flags"] if f["event_id"] == "polymarket:501"}
     assert flagged == {"harbor-passes"}
-    for step, ids in harbor.extra["excluded_doc_ids"].items():
-        assert ids == ["harbor-passes"]
-        assert harbor.cutoffs[int(step)] > corpus.available_at(corpus.row_of("harbor-passes"))
+    assert harbor.excluded_doc_ids == ("harbor-passes",)
+    for flag in harbor.extra["leakage_flags"]:
+        assert harbor.cutoffs[flag["first_step"]] > corpus.available_at(corpus.row_of(flag["doc_id"]))
 
     paths = write_outputs(output, tmp_path / "out")
     assert [e.id for e in load_events(paths["eval"])] == [e.id for e in output.eval]
@@ -84,6 +84,16 @@ def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Pa
     assert saved["files"]["eval"].endswith("eval.jsonl")
     markdown = paths["report_md"].read_text()
     assert "## Leakage screen" in markdown and "harbor-passes" in markdown
+    # Every imported event has one decision record; dropped ones are listed by question text.
+    decisions = [json.loads(line) for line in paths["decisions"].read_text().splitlines()]
+    assert len(decisions) == report["imported"]["events"]
+    by_id = {d["event_id"]: d for d in decisions}
+    assert by_id["polymarket:501"]["outcome"] == "eval"
+    dropped = by_id["polymarket:801"]
+    assert dropped["outcome"] == "dropped" and dropped["rule"] == "evidence"
+    assert dropped["numbers"]["evidence_documents"] < 2 and dropped["question"]
+    assert dropped["question"] in markdown and "## Dropped questions" in markdown
+    assert "## Schedule leak" in markdown
     with pytest.raises(FileExistsError, match="overwrite"):
         write_outputs(output, tmp_path / "out")
 
@@ -111,6 +121,7 @@ def test_cli_build_writes_files_and_reports(
     assert "import polymarket: 4 events" in printed and "eval: 2 events" in printed
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "all.jsonl",
+        "decisions.jsonl",
         "eval.jsonl",
         "report.json",
         "report.md",
@@ -187,9 +198,11 @@ def test_real_forecastbench_with_a_wikipedia_slice(
     for event in train + evaluation:
         assert event.cutoffs[-1] <= event.close_at
         assert to_micros(event.cutoffs[0]) > first_visible
-        for step, ids in event.extra["excluded_doc_ids"].items():
-            view = gateway.at(event.cutoffs[int(step)])
-            assert all(view.get(doc_id) is not None for doc_id in ids)  # exclusions name visible documents
+        assert set(event.excluded_doc_ids) == {f["doc_id"] for f in event.extra["leakage_flags"]}
+        for flag in event.extra[
+            "leakage_flags"
+        ]:  # exclusions name documents visible at their first flagged step
+            assert gateway.at(event.cutoffs[flag["first_step"]]).get(flag["doc_id"]) is not None
     assert all(e.n_steps >= 3 for e in evaluation)
     # A whole real episode end to end: the env replays an eval event on this corpus with a scripted agent.
     from forecast_dojo.agents import EvidenceAgent
@@ -216,3 +229,34 @@ def test_real_forecastbench_with_a_wikipedia_slice(
         for call in record["tool_calls"]:
             for doc_id in call["doc_ids"]:
                 assert int(loaded.available_us[loaded.row_of(doc_id)]) < cutoff_us
+
+
+def test_attrition_warning_names_the_rule_reasons_and_option() -> None:
+    from forecast_dojo.events.build import attrition_warnings
+
+    dropped = [
+        {"outcome": "dropped", "rule": "evidence", "reason": f"{n} relevant documents < 2"} for n in (0, 0, 1)
+    ]
+    dropped.append({"outcome": "dropped", "rule": "language", "reason": "not English"})
+    assert attrition_warnings(40, 4, dropped) == []  # 10 % is enough
+    (warning,) = attrition_warnings(40, 3, dropped)
+    assert "keeps 3 of 40" in warning and "evidence removed 3" in warning
+    assert "N relevant documents < N x3" in warning and "selection.evidence_min_documents" in warning
+
+
+def test_cli_strict_refuses_a_build_that_keeps_almost_nothing(
+    polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    make_corpus(tmp_path, world_docs())
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps({"selection": {"evidence_min_documents": 1000}}))
+    argv = ["events", "build", "--polymarket", str(polymarket_export), "--corpus", str(tmp_path / "corpus")]
+    argv += ["--train-window", "2029-01-01:2029-12-31", "--eval-window", "2030-01-01:2030-12-31"]
+    argv += ["--config", str(config_file), "--no-progress"]
+    assert run_cli([*argv, "--out", str(tmp_path / "strict"), "--strict"]) == 3
+    assert "warning: events build keeps 0 of 4" in capsys.readouterr().err
+    assert not (tmp_path / "strict").exists()
+    assert run_cli([*argv, "--out", str(tmp_path / "lenient")]) == 0
+    captured = capsys.readouterr()
+    assert "faithfulness removed 3" in captured.err and "selection.min_faithful_fraction" in captured.err
+    assert "warning: events build keeps 0 of 4" in captured.out  # also in the printed summary

@@ -120,3 +120,19 @@ def test_the_corpus_limits_dates_to_its_coverage(tmp_path: Path) -> None:
     midnight_corpus = make_corpus(tmp_path, [make_doc("m", "news", 14)], name="midnight")
     # available exactly at Jan 15 00:00, so visible (strictly before the cutoff) from Jan 16 on
     assert candidate_days(event, CONFIG, midnight_corpus) == [date(2030, 1, 16)]
+
+
+def test_trim_before_keeps_later_steps_and_their_market_beliefs() -> None:
+    from forecast_dojo.events.schedule import trim_before
+
+    from .conftest import day as day_at
+
+    event = make_event(close_day=60, market=[(1, (0.3, 0.7)), (20, (0.6, 0.4))])
+    scheduled = schedule_event(event, ScheduleConfig())
+    assert scheduled is not None and scheduled.n_steps >= 4
+    start = scheduled.cutoffs[2]
+    cut = trim_before(scheduled, start)
+    assert cut.cutoffs == scheduled.cutoffs[2:]
+    assert cut.extra["market_at_cutoffs"] == scheduled.extra["market_at_cutoffs"][2:]
+    assert cut.extra["schedule"]["steps"] == cut.n_steps
+    assert trim_before(scheduled, day_at(61)) is None

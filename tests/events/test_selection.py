@@ -14,10 +14,11 @@ from forecast_dojo.events.selection import (
     is_english,
     is_personal,
     select_events,
+    triviality_numbers,
     triviality_problem,
 )
 
-from .conftest import make_corpus, make_doc, make_event
+from .conftest import day, make_corpus, make_doc, make_event
 
 CONFIG = SelectionConfig()
 
@@ -66,13 +67,38 @@ def test_near_certain_markets_are_trivial() -> None:
 
 
 def test_flat_and_directionless_markets_are_trivial_but_either_alone_is_not() -> None:
-    flat = make_event(market=[(1, (0.50, 0.50)), (5, (0.52, 0.48)), (10, (0.51, 0.49))])
+    days = (1, 4, 7, 10, 13, 16)
+    flat = make_event(
+        market=[(d, (0.50 + 0.01 * (i % 3), 0.50 - 0.01 * (i % 3))) for i, d in enumerate(days)]
+    )
     assert "flat" in triviality_problem(flat, CONFIG)
     # moves, then ends where it began
-    wandering = make_event(market=[(1, (0.50, 0.50)), (5, (0.70, 0.30)), (10, (0.51, 0.49))])
+    wandering = make_event(market=[(d, (0.7, 0.3)) if d == 7 else (d, (0.5, 0.5)) for d in days])
     assert triviality_problem(wandering, CONFIG) is None
-    drifting = make_event(market=[(1, (0.50, 0.50)), (10, (0.54, 0.46))])  # small range but a clear direction
-    assert triviality_problem(drifting, CONFIG) is None
+    drifting = make_event(market=[(d, (0.50 + 0.008 * i, 0.50 - 0.008 * i)) for i, d in enumerate(days)])
+    assert triviality_problem(drifting, CONFIG) is None  # small range but a clear direction
+
+
+def test_sparse_series_are_never_called_flat() -> None:
+    # Three snapshots two weeks apart that agree: nothing is known about the days between them.
+    sparse = make_event(close_day=60, market=[(1, (0.15, 0.85)), (15, (0.15, 0.85)), (29, (0.16, 0.84))])
+    assert triviality_problem(sparse, CONFIG) is None
+    numbers = triviality_numbers(sparse, CONFIG)
+    assert numbers["points"] == 3 and numbers["dense"] is False and numbers["max_gap_days"] == 14.0
+
+
+def test_near_certainty_is_judged_at_the_first_forecast_date() -> None:
+    # The only snapshot lies 40 days after the first forecast date: the belief there is unknown.
+    late = make_event(close_day=60, outcome="No", market=[(41, (0.02, 0.98))])
+    assert "0.980" in triviality_problem(late, CONFIG)  # the old rule: first observation
+    assert triviality_problem(late, CONFIG, day(1)) is None
+    assert triviality_numbers(late, CONFIG, day(1))["first_belief"] is None
+    # A belief at or shortly after the first date decides.
+    assert "first forecast date" in triviality_problem(late, CONFIG, day(40))
+    early = make_event(close_day=60, outcome="No", market=[(2, (0.03, 0.97)), (30, (0.5, 0.5))])
+    assert triviality_problem(early, CONFIG, day(1)) is not None
+    assert triviality_problem(early, CONFIG, day(20)) is not None  # the latest belief at day 20 is 0.97
+    assert triviality_problem(early, CONFIG, day(31)) is None  # by day 31 the market moved to 0.5
 
 
 def test_points_in_the_buffer_before_close_are_ignored() -> None:

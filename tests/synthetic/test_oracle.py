@@ -13,7 +13,7 @@ import pytest
 from forecast_dojo.synthetic import (
     OracleError,
     SyntheticWorld,
-    brier_score,
+    brier_loss,
     generate_world,
     load_oracle,
     log_loss,
@@ -153,9 +153,9 @@ def test_oracle_table_rows(tmp_path) -> None:
 
 
 def test_scores() -> None:
-    assert brier_score((1.0, 0.0), 0) == 0.0
-    assert brier_score((0.0, 1.0, 0.0), 0) == 2.0
-    assert brier_score((0.5, 0.5), 1) == 0.5
+    assert brier_loss((1.0, 0.0), 0) == 0.0
+    assert brier_loss((0.0, 1.0, 0.0), 0) == 2.0
+    assert brier_loss((0.5, 0.5), 1) == 0.5
     assert log_loss((0.25, 0.75), 1) == pytest.approx(-math.log(0.75))
     assert log_loss((1.0, 0.0), 1) == math.inf
 
@@ -213,11 +213,11 @@ def test_oracle_beats_market_and_market_beats_uniform() -> None:
         k = len(event.outcomes)
         oracle.append(row["brier"])
         market.append(
-            brier_score(
+            brier_loss(
                 event.market_at(event.cutoffs[row["step"]] - timedelta(microseconds=1)), event.outcome_index
             )
         )
-        uniform.append(brier_score([1.0 / k] * k, event.outcome_index))
+        uniform.append(brier_loss([1.0 / k] * k, event.outcome_index))
     assert np.mean(oracle) < np.mean(market) < np.mean(uniform)
 
 

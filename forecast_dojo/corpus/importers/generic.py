@@ -164,27 +164,13 @@ def load_generic_documents(
     progress: bool = True,
     on_bad_record: str = "fail",
 ) -> tuple[list[Document], ImportReport]:
-    """Import a JSONL/parquet file or folder of them; keep documents published within ``[start, end]``."""
-    from tqdm.auto import tqdm
+    """Import a JSONL/parquet file or folder of them; keep documents published within ``[start, end]``.
 
-    report = ImportReport(source=SOURCE_KIND)
-    documents: list[Document] = []
-    for file in tqdm(input_files(Path(path)), desc="generic files", unit="file", disable=not progress):
-        file_documents, file_report = read_generic_file(file, on_bad_record=on_bad_record)
-        report.merge(file_report)
-        documents.extend(file_documents)
-    kept = [d for d in documents if _in_range(d, start, end)]
-    if len(kept) != len(documents):
-        report.notes["outside --start/--end"] += len(documents) - len(kept)
-        report.documents = len(kept)
-    ids = [d.id for d in kept]
-    if len(set(ids)) != len(ids):
-        seen: set[str] = set()
-        dupes = sorted({i for i in ids if i in seen or seen.add(i)})
-        raise SchemaError(f"{path}: duplicate document ids {dupes[:10]}")
-    return kept, report
+    Raises:
+        SchemaError: a bad record (with ``on_bad_record="fail"``), or two documents with one id.
+    """
+    from forecast_dojo.corpus.importers import import_source
 
-
-def _in_range(document: Document, start: date | None, end: date | None) -> bool:
-    day = document.published_at.date()
-    return (start is None or day >= start) and (end is None or day <= end)
+    return import_source(
+        SOURCE_KIND, Path(path), start=start, end=end, progress=progress, on_bad_record=on_bad_record
+    )

@@ -409,20 +409,8 @@ def load_warc(
     max_year: int = MAX_YEAR,
 ) -> tuple[list[Document], ImportReport]:
     """Import a WARC file or a folder of them; keep pages published within ``[start, end]``."""
-    from tqdm.auto import tqdm
+    from forecast_dojo.corpus.importers import import_source
 
-    report = ImportReport(source=SOURCE_KIND)
-    documents: list[Document] = []
-    for file in tqdm(warc_files(Path(path)), desc="WARC files", unit="file", disable=not progress):
-        file_documents, file_report = read_warc_file(file, min_year=min_year, max_year=max_year)
-        report.merge(file_report)
-        documents.extend(file_documents)
-    kept = [
-        d
-        for d in documents
-        if (start is None or d.published_at.date() >= start) and (end is None or d.published_at.date() <= end)
-    ]
-    if len(kept) != len(documents):
-        report.notes["outside --start/--end"] += len(documents) - len(kept)
-        report.documents = len(kept)
-    return kept, report
+    return import_source(
+        SOURCE_KIND, Path(path), start=start, end=end, progress=progress, min_year=min_year, max_year=max_year
+    )

@@ -7,11 +7,19 @@ the topic headers directly above it, joined by " > ", so that a summary is finda
 its ``source`` holds the outlets. A page describes its day, so its documents become available at
 the END of that UTC day. Files in another schema (the LLM-written 2026 days) or that do not parse
 are excluded whole and listed in the report, never half-imported.
+
+Topic headers are article titles as they stand today, so they can know the future: "War in
+Afghanistan (2001–2021)" on a 2010 page says when the war ends. :func:`neutralize_header` removes
+every year after the page's year and every year range ending after it (with its parentheses) from
+category and header text; the report counts the changed headers under
+``notes["headers_later_year_removed"]``. A title named in the page's own year ("2024 Iran–Israel
+conflict" on an early-2024 page) is not caught: the year alone cannot tell.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
@@ -41,6 +49,12 @@ _SENTENCE_END = re.compile(r"[.!?][\"'”’\]]*$")
 _ABBREVIATION_END = re.compile(r"(\b(Jr|Sr|Inc|Ltd|Co|Corp|St|Bros|No|Mt)\.|\b([A-Z]\.)+)$")
 _SEGMENT_SPLIT = re.compile(r"[,;:]")
 _WORD = re.compile(r"[^\W\d_]+")
+# A year (1800-2099) or a year range "2001–2021", "2015–16", "2014-2017", optionally in parentheses.
+_YEAR_EXPR = re.compile(
+    r"(?P<open>\(\s*)?(?<!\d)(?P<start>1[89]\d\d|20\d\d)"
+    r"(?:\s*[–—-]\s*(?P<end>\d{4}|\d{2})(?!\d))?(?(open)\s*\)|(?!\d))"
+)
+HEADER_NOTE = "headers_later_year_removed"
 MAX_HEADER_SEGMENT_WORDS = 14
 MAX_HEADER_WORDS = 40
 # Words too generic to tie a summary to a topic header.
@@ -172,6 +186,41 @@ def classify_item(raw: str) -> ListItem:
     return ListItem("header", text)
 
 
+def _expression_end_year(match: re.Match[str]) -> int:
+    start, end = int(match.group("start")), match.group("end")
+    if end is None:
+        return start
+    if len(end) == 2:
+        return (start // 100) * 100 + int(end)
+    return int(end)
+
+
+def neutralize_header(text: str, page_day: date) -> tuple[str, bool]:
+    """Header or category text without any year after ``page_day``'s year or range ending after it.
+
+    "War in Afghanistan (2001–2021)" on a 2010 page becomes "War in Afghanistan", "2014 FIFA World
+    Cup" on a 2013 page "FIFA World Cup", "2015–16 Premier League" on a 2015 page "Premier League"
+    (a season or scheduled event loses its year too: the rule does not guess which later years were
+    known in advance). Returns the text and whether it changed; a header left with no words is ``""``.
+    """
+    changed = False
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal changed
+        if _expression_end_year(match) <= page_day.year:
+            return match.group(0)
+        changed = True
+        return " "
+
+    out = _YEAR_EXPR.sub(replace, text)
+    if not changed:
+        return text, False
+    out = re.sub(r"\(\s*\)", " ", out)
+    out = re.sub(r"\s+([,;:)])", r"\1", " ".join(out.split()))
+    out = re.sub(r"(\s+(?:of|in|from|since|the))+$", "", out.strip(" ,;:–—-"), flags=re.IGNORECASE)
+    return (out if _WORD.search(out) else ""), True
+
+
 def _content_keys(text: str) -> set[str]:
     """Five-letter prefixes of the non-generic words: "Ukrainian" and "Ukraine" share "ukrai"."""
     keys = set()
@@ -181,8 +230,13 @@ def _content_keys(text: str) -> set[str]:
     return keys
 
 
-def _day_documents(day: date, payload: dict[str, Any]) -> tuple[list[Document], int]:
+def _day_documents(
+    day: date, payload: dict[str, Any], notes: Counter[str] | None = None
+) -> tuple[list[Document], int]:
     """The documents of one day page, with headers attached; raises ValueError on a malformed payload.
+
+    Category and header text pass through :func:`neutralize_header`; each changed one is counted in
+    ``notes[HEADER_NOTE]`` when ``notes`` is given.
 
     A run of headers applies to the first summary after it. The page was a nested list that the
     scrape flattened, so a later summary may be a sibling outside the topic: it keeps the headers
@@ -195,9 +249,13 @@ def _day_documents(day: date, payload: dict[str, Any]) -> tuple[list[Document], 
     for category, items in payload.items():
         if not isinstance(items, list):
             raise ValueError(f"category {category!r} holds {type(items).__name__}, not a list")
-        category_title = (
-            [] if str(category).strip().lower() in _UNCATEGORIZED else [" ".join(str(category).split())]
-        )
+        category_text = " ".join(str(category).split())
+        category_title = []
+        if category_text.lower() not in _UNCATEGORIZED:
+            category_text, changed = neutralize_header(category_text, day)
+            if changed and notes is not None:
+                notes[HEADER_NOTE] += 1
+            category_title = [category_text] if category_text else []
         headers: list[str] = []
         header_keys: set[str] = set()
         previous_kind = None
@@ -212,8 +270,12 @@ def _day_documents(day: date, payload: dict[str, Any]) -> tuple[list[Document], 
             if item.kind == "header":
                 if previous_kind != "header":
                     headers, header_keys = [], set()
-                headers.append(item.body)
-                header_keys |= _content_keys(item.body)
+                header, changed = neutralize_header(item.body, day)
+                if changed and notes is not None:
+                    notes[HEADER_NOTE] += 1
+                if header:
+                    headers.append(header)
+                    header_keys |= _content_keys(header)
                 first_after_headers = True
                 previous_kind = "header"
                 continue
@@ -292,7 +354,7 @@ def parse_day_file(path: Path, day: date | None = None) -> tuple[list[Document],
         report.exclude_file(str(path), f"Intelligence_Payload is {type(payload).__name__}, not a mapping")
         return [], report
     try:
-        documents, n_items = _day_documents(day, payload)
+        documents, n_items = _day_documents(day, payload, report.notes)
     except ValueError as err:
         report.exclude_file(str(path), f"malformed payload: {err}")
         return [], report

@@ -1,4 +1,4 @@
-"""Generated dated documents with many shared timestamps, for tests, examples and benchmarks.
+"""Generated dated documents with many shared timestamps, for the corpus tests.
 
 Real corpora put dozens of documents on the same instant (every entry of a Wikipedia day page is
 available at the end of that day); these samples do the same, so the visibility boundary

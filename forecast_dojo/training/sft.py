@@ -1,0 +1,185 @@
+"""Supervised fine-tuning on exported trajectories with TRL's ``SFTTrainer``.
+
+:class:`SFTArguments` holds every choice (model, data, CPU-sized defaults, optional LoRA);
+:func:`train_sft` trains and saves a checkpoint (model, tokenizer, :data:`TOOL_CHAT_TEMPLATE`, no
+quantization config) that ``TransformersAgent.from_pretrained(path)`` and
+``forecast-dojo run --agents hf:<path>`` play, and that :func:`train_sft` can train again.
+
+Only assistant turns carry loss (``assistant_only_loss=True``: the template's ``{% generation %}``
+markers), and the data is exported so every transcript fits ``max_length``: SFTTrainer's truncation,
+which keeps the start and cuts the end (the answer), never fires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, save_checkpoint
+from forecast_dojo.trajectory import STEPS_FILE
+
+
+@dataclass
+class SFTArguments:
+    """Arguments of an SFT run (CPU-sized defaults: SmolLM2-135M, batch 1, 2,048 tokens, float32).
+
+    Attributes:
+        model: ``"smollm2"`` (the offline SmolLM2-135M-Instruct), an HF model id or a checkpoint path.
+        data: an export directory or ``train.parquet`` (``forecast-dojo export sft``), or trajectory log
+            directories, exported on the fly with the default filters and ``max_length`` as budget.
+        output_dir: where the checkpoint goes (``output_dir/trainer`` holds the Trainer's own files).
+        max_steps: optimizer steps (-1: ``num_train_epochs`` over the data).
+        num_train_epochs: epochs when ``max_steps`` is -1.
+        per_device_train_batch_size: sequences per forward pass.
+        gradient_accumulation_steps: forward passes per optimizer step.
+        learning_rate: peak learning rate (linear decay, ``warmup_ratio`` warm-up).
+        warmup_ratio: the share of steps spent warming up.
+        max_length: tokens per sequence; the export shortens tool results to fit it.
+        bf16: bfloat16 autocast (off by default on CPU: see ``benchmarks/sft.py``).
+        gradient_checkpointing: recompute activations in the backward pass (less memory, slower).
+        lora_rank: train a LoRA adapter of this rank (needs ``peft``) instead of every weight; 0: full.
+        lora_alpha: LoRA scaling.
+        lora_dropout: LoRA dropout.
+        seed: the Trainer's seed.
+        logging_steps: log the loss every N steps.
+        use_cpu: force the CPU even when an accelerator is present.
+        extra: further ``SFTConfig`` fields (e.g. ``{"lr_scheduler_type": "cosine"}``).
+    """
+
+    model: str = SMOLLM2
+    data: list[str] = field(default_factory=list)
+    output_dir: str = "sft-out"
+    max_steps: int = -1
+    num_train_epochs: float = 1.0
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 4
+    learning_rate: float = 5e-5
+    warmup_ratio: float = 0.05
+    max_length: int = 2048
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    lora_rank: int = 0
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    seed: int = 0
+    logging_steps: int = 1
+    use_cpu: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
+    """The SFT dataset: export directories / parquet files as they are, log directories exported now."""
+    from datasets import concatenate_datasets
+
+    from forecast_dojo.training.export import ExportConfig, export_sft, load_sft_dataset
+
+    if not data:
+        raise ValueError("no training data: give export directories, parquet files or trajectory logs")
+    parts = []
+    logs = []
+    for item in data:
+        path = Path(item)
+        if path.suffix == ".parquet" or (path / "train.parquet").is_file():
+            parts.append(load_sft_dataset(path))
+        elif (path / STEPS_FILE).is_file() or path.name == STEPS_FILE or any(path.glob(f"*/{STEPS_FILE}")):
+            logs.append(path)
+        else:
+            raise FileNotFoundError(f"{path}: neither an export (train.parquet) nor a trajectory log")
+    if logs:
+        parts.append(export_sft(logs, None, ExportConfig(max_tokens=max_length), tokenizer=tokenizer))
+    return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+
+
+def sft_config(args: SFTArguments) -> Any:
+    """The ``trl.SFTConfig`` these arguments describe."""
+    import torch
+    from trl import SFTConfig
+
+    use_cpu = args.use_cpu or not torch.cuda.is_available()
+    return SFTConfig(
+        output_dir=str(Path(args.output_dir) / "trainer"),
+        max_steps=args.max_steps,
+        num_train_epochs=args.num_train_epochs,
+        per_device_train_batch_size=args.per_device_train_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        learning_rate=args.learning_rate,
+        warmup_steps=args.warmup_ratio,
+        max_length=args.max_length,
+        assistant_only_loss=True,
+        bf16=args.bf16,
+        gradient_checkpointing=args.gradient_checkpointing,
+        seed=args.seed,
+        logging_steps=args.logging_steps,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=use_cpu,
+        dataloader_num_workers=0,
+        **args.extra,
+    )
+
+
+def peft_config(args: SFTArguments) -> Any:
+    """A LoRA ``peft.LoraConfig`` on every linear layer, or None for full fine-tuning."""
+    if args.lora_rank <= 0:
+        return None
+    try:
+        from peft import LoraConfig
+    except ImportError as err:  # pragma: no cover - depends on the optional extra
+        raise ImportError(
+            "LoRA needs peft: pip install 'forecast-dojo[train]' (or pip install peft)"
+        ) from err
+    return LoraConfig(
+        r=args.lora_rank,
+        lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+
+
+def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -> Path:
+    """Fine-tune ``args.model`` on ``args.data`` and save a playable checkpoint in ``args.output_dir``.
+
+    Args:
+        args: the run's arguments.
+        model: an already loaded model to train instead of loading ``args.model`` (tests, notebooks).
+        tokenizer: its tokenizer (default ``load_tokenizer(args.model)``).
+
+    Returns:
+        The checkpoint directory (also holding ``sft_run.json``: arguments, steps, loss, wall time).
+    """
+    from trl import SFTTrainer
+
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
+    from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE
+
+    tokenizer.chat_template = TOOL_CHAT_TEMPLATE
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    dataset = load_training_data(args.data, args.max_length, tokenizer)
+    model = model if model is not None else load_model(args.model)
+    trainer = SFTTrainer(
+        model=model,
+        args=sft_config(args),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config(args),
+    )
+    started = time.perf_counter()
+    result = trainer.train()
+    wall = time.perf_counter() - started
+    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
+    summary = {
+        "arguments": dataclasses.asdict(args),
+        "rows": len(dataset),
+        "global_step": result.global_step,
+        "training_loss": result.training_loss,
+        "wall_seconds": round(wall, 1),
+        "log_history": trainer.state.log_history,
+    }
+    (out / "sft_run.json").write_text(json.dumps(summary, indent=2, default=str))
+    return out

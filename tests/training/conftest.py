@@ -1,0 +1,67 @@
+"""Fixtures for training tests: SmolLM2's real tokenizer, a tiny random Llama on it, and teacher logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("gguf")
+llm = pytest.importorskip("forecast_dojo.agents.llm")
+try:
+    llm.smollm2_path()
+except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
+    pytest.skip(str(err), allow_module_level=True)
+
+
+def tiny_llama(vocab_size: int):
+    """A 2-layer, 32-wide random Llama (about 3 M parameters, almost all in the embeddings)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    return LlamaForCausalLM(config)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """A fresh SmolLM2 tokenizer with the tool chat template (shared by the session: do not modify)."""
+    return llm.load_tokenizer("smollm2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer) -> Path:
+    """A saved checkpoint of the tiny random Llama: loads by path like any HF model."""
+    out = tmp_path_factory.mktemp("tiny-llama")
+    return llm.save_checkpoint(tiny_llama(len(tokenizer)), tokenizer, out)
+
+
+@pytest.fixture
+def teacher_log(make_tiny_env, tmp_path: Path):
+    """Play both tiny events with the scripted EvidenceAgent in notebook mode; returns the log directory."""
+
+    def play(name: str = "teacher", agent_factory=None, memory: str = "notebook", **env_kwargs) -> Path:
+        from forecast_dojo.agents import EvidenceAgent
+        from forecast_dojo.evaluation.runner import run_episode
+
+        log = tmp_path / name
+        env = make_tiny_env(memory=memory, log_dir=log, run_metadata={"agent": name}, **env_kwargs)
+        for event_id in ("harbor", "mayor"):
+            run_episode(env, (agent_factory or EvidenceAgent)(), event_id)
+        env.close()
+        return log
+
+    return play
