@@ -132,7 +132,10 @@ _SANDBOX_ENV: tuple[tuple[str, str], ...] = (
     ("MKL_NUM_THREADS", "1"),
     # libfaketime (LD_PRELOAD and FAKETIME are set per call): every clock starts at the cutoff and
     # advances in real time. Monotonic clocks are shifted too: with FAKETIME_DONT_FAKE_MONOTONIC=1,
-    # libfaketime 0.9.10 makes time.sleep() fail with EINVAL.
+    # libfaketime 0.9.10 makes time.sleep() fail with EINVAL. libfaketime re-reads FAKETIME from the
+    # environment when its cache expires (10 s by default), so code that set os.environ["FAKETIME"]
+    # = "+0" would see the real clock; a cache longer than any call makes the first reading final.
+    ("FAKETIME_CACHE_DURATION", "1000000"),
 )
 
 # Computing packages the agent's code may import, by distribution name, with their installed
@@ -160,7 +163,8 @@ BOOTSTRAP_MARKER = "# forecast_dojo.sandbox bootstrap"
 _BOOTSTRAP = (
     BOOTSTRAP_MARKER
     + """
-import resource, sys
+import resource, sys, time
+time.time()  # libfaketime reads FAKETIME now, before the agent's code could change the environment
 _as, _cpu, _fsize, _nproc, _nofile = (int(v) for v in sys.argv[1:6])
 sys.path[:] = sys.argv[6:]
 for _kind, _soft, _hard in (
@@ -176,7 +180,7 @@ for _kind, _soft, _hard in (
     resource.setrlimit(_kind, (_soft, _hard))
 _source = sys.stdin.buffer.read().decode("utf-8")
 sys.argv[:] = ["<agent>"]
-del _as, _cpu, _fsize, _nproc, _nofile, _kind, _soft, _hard, resource
+del _as, _cpu, _fsize, _nproc, _nofile, _kind, _soft, _hard, resource, time
 
 
 def _report(exc, tb):
@@ -685,7 +689,7 @@ def _cgroup_dir(
             continue
         if rel == root or rel.startswith(root.rstrip("/") + "/") or root == "/":
             suffix = rel[len(root) :] if root != "/" else rel
-            candidate = os.path.join(point, suffix.lstrip("/"))
+            candidate = os.path.normpath(os.path.join(point, suffix.lstrip("/")))
             if os.path.isdir(candidate):
                 return candidate
     return None

@@ -901,3 +901,45 @@ def test_fails_closed_without_libfaketime(
     result = run_python(f"open({str(marker)!r}, 'w').write('ran')\n")
     assert not result.ok and result.error == f"python sandbox unavailable: {reason}"
     assert not marker.exists()
+
+
+@pytest.mark.slow
+def test_changing_faketime_in_the_environment_does_not_reveal_the_date() -> None:
+    """libfaketime re-reads FAKETIME when its cache expires (10 s by default); the sandbox pins it."""
+    result = run_python(
+        """
+import os, time
+os.environ["FAKETIME"] = "+0"
+os.environ["FAKETIME_NO_CACHE"] = "1"
+os.environ["FAKETIME_CACHE_DURATION"] = "1"
+print(time.strftime("%Y-%m-%d"))
+time.sleep(11)
+print(time.strftime("%Y-%m-%d"))
+""",
+        SandboxLimits(timeout_s=20.0),
+        now=CUTOFF,
+    )
+    assert result.ok, result
+    assert result.stdout == "2024-03-05\n2024-03-05\n"
+
+
+def test_cgroup_directory_is_found_from_mountinfo(tmp_path: Path) -> None:
+    """v1 and v2 hierarchies, a mount whose root is the cgroup namespace root, and a mismatched root."""
+    (tmp_path / "v1" / "process_api" / "abc").mkdir(parents=True)
+    (tmp_path / "v2" / "user.slice").mkdir(parents=True)
+    (tmp_path / "nested").mkdir()
+    mounts = [
+        ("/", str(tmp_path / "cpu"), "cgroup", "rw,cpu"),
+        ("/", str(tmp_path / "v1"), "cgroup", "rw,memory"),
+        ("/", str(tmp_path / "v2"), "cgroup2", "rw,nsdelegate"),
+        ("/docker/123", str(tmp_path / "nested"), "cgroup2", "rw"),
+    ]
+    assert sandbox._cgroup_dir(mounts, "cgroup", "memory", "/process_api/abc") == str(
+        tmp_path / "v1/process_api/abc"
+    )
+    assert sandbox._cgroup_dir(mounts, "cgroup2", None, "/user.slice") == str(tmp_path / "v2/user.slice")
+    assert sandbox._cgroup_dir(mounts[3:], "cgroup2", None, "/docker/123") == str(tmp_path / "nested")
+    assert sandbox._cgroup_dir(mounts[3:], "cgroup2", None, "/elsewhere") is None
+    assert sandbox._cgroup_dir(mounts, "cgroup", "pids", "/") is None
+    cgroup, reason = sandbox._find_cgroup_parent()  # whatever this host offers, the reason says it
+    assert (cgroup is None) == reason.startswith("no memory cgroup")

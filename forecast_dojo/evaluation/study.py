@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status
@@ -50,7 +51,7 @@ AgentFactory = Callable[[ForecastDojoEnv], Agent]
 EnvFactory = Callable[[str, dict[str, Any]], ForecastDojoEnv]
 
 
-class StudyError(RuntimeError):
+class StudyError(ForecastDojoError, RuntimeError):
     """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
 
 
