@@ -21,7 +21,7 @@ from collections.abc import Callable
 from forecast_dojo.agents import EvidenceAgent
 from forecast_dojo.agents.base import tool_call
 from forecast_dojo.evaluation.runner import run_episode
-from forecast_dojo.make import make
+from forecast_dojo.registration import make
 from forecast_dojo.scoring import all_scores
 
 TARGET_MS = 2.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from forecast_dojo._version import __version__
 from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.make import DojoSpec, make, register, register_specs
+from forecast_dojo.registration import DojoSpec, make, register, register_specs
 
 register_specs()
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-import pyarrow as pa
 
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
@@ -100,7 +99,7 @@ class TemporalGateway:
     def __init__(self, corpus: Corpus, retriever: Retriever | None) -> None:
         self.corpus = corpus
         self.retriever = retriever
-        self.published_us = corpus.table.column("published_at").cast(pa.int64()).to_numpy()
+        self.published_us = corpus.published_us  # memory-mapped int64 micros, read per row
 
     def at(self, cutoff: datetime, hidden_ids: frozenset[str] = frozenset()) -> CutoffView:
         """The corpus as seen just before ``cutoff``; ``hidden_ids`` are excluded for this event."""

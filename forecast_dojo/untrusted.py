@@ -21,12 +21,14 @@ import math
 import numbers
 from typing import Any
 
+from forecast_dojo.errors import ForecastDojoError
+
 MAX_DEPTH = 32
 MAX_INT_DIGITS = 100
 PREVIEW_CHARS = 80
 
 
-class UntrustedInputError(ValueError):
+class UntrustedInputError(ForecastDojoError, ValueError):
     """A value from the agent that cannot be accepted; the message is meant for the agent."""
 
 

@@ -195,7 +195,7 @@ def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
     """Factory for envs over the default synthetic world (hashing embedder, python disabled)."""
-    from forecast_dojo.make import make as make_env
+    from forecast_dojo.registration import make as make_env
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
 

@@ -93,7 +93,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_graph_sees_known_edges():
     graph = import_graph()
     assert "forecast_dojo.records" in graph["forecast_dojo.env"]
-    assert "forecast_dojo.env" in graph["forecast_dojo.make"]  # a lazy import inside make()
+    assert "forecast_dojo.env" in graph["forecast_dojo.registration"]  # a lazy import inside make()
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,7 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import gymnasium as gym
     import forecast_dojo
-    from forecast_dojo.make import DojoSpec, builtin_spec_paths
+    from forecast_dojo.registration import DojoSpec, builtin_spec_paths
 
     assert forecast_dojo.__file__.startswith(sys.argv[1]), forecast_dojo.__file__  # the wheel, not the repo
     submit = lambda k: {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
@@ -49,7 +48,7 @@ SCRIPT = textwrap.dedent(
 def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, synthetic_cache):
     from forecast_dojo.corpus.retrieval import build_indexes
     from forecast_dojo.corpus.store import Corpus
-    from forecast_dojo.make import builtin_spec_paths
+    from forecast_dojo.registration import builtin_spec_paths
     from forecast_dojo.schema import save_events
 
     source = tmp_path / "src"  # build from a copy so the working tree gets no build/ or egg-info
@@ -106,4 +105,3 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     assert report["ids"]["forecast_dojo/SyntheticNotebook-v0"]["memory"] == "notebook"
     assert all(v["steps"] == v["n_steps"] >= 1 for v in report["ids"].values())
     assert report["version"] != "0+unknown"
-    assert not (Path(REPO_ROOT) / "build").exists()

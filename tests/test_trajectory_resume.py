@@ -198,7 +198,7 @@ def test_a_lone_surrogate_does_not_break_the_log(make_tiny_env, tmp_path):
     _, reward, _, _, info = env.step(
         call("submit_forecast", probabilities=[0.6, 0.4], rationale="why \udfff")
     )
-    assert info["step_ended"] and info["record"].rationale == "why \udfff"
+    assert info["step_ended"] and info["record"].rationale == "why \ufffd"  # cleaned on the way in
     _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
     assert info["step_ended"]
     env.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
+from forecast_dojo.messages import chat_message
 from forecast_dojo.spaces import Action, Observation
 
 
@@ -53,7 +54,7 @@ class ConversationAgent:
             self.on_new_step(observation)
         self.messages.extend(observation["messages"])
         action = self.respond(observation)
-        self.messages.append(action if isinstance(action, dict) else {"role": "assistant", "content": action})
+        self.messages.append(action if isinstance(action, dict) else chat_message("assistant", action))
         return action
 
     def on_new_step(self, observation: Observation) -> None:

@@ -12,7 +12,8 @@ Fitting (:func:`fit_cue_model`) is the maximum-likelihood estimate under the sym
 the sentences with that signature favoured the realized outcome in what the agent read on the
 training events (each document counted once per event), with one pseudo-observation at ``LR = 1``
 per outcome count K and signatures seen fewer than ``min_count`` times ignored. The prior is the
-training split's outcome frequency by position and K (two pseudo-counts per outcome).
+training split's outcome frequency among events with the same outcome labels (two pseudo-counts per
+outcome; uniform for label sets seen in no training event).
 
 The agent also writes what it does: its final turn states the evidence weighed, the update and its
 arithmetic in a few sentences, and it submits rounded probabilities, so its trajectories read like a
@@ -70,6 +71,11 @@ MIN_COUNT = 5
 PRIOR_PSEUDOCOUNT = 2.0  # per outcome: a few training events must not make a confident prior
 
 
+def labels_key(outcomes: Sequence[str]) -> str:
+    """The key of an outcome label set in :attr:`CueModel.prior` (its labels as a JSON list)."""
+    return json.dumps(list(outcomes), ensure_ascii=False)
+
+
 def cue_signature(text: str) -> str:
     """The sorted, '+'-joined names of the sourcing cues in ``text`` (``(no cue)`` when none)."""
     names = [name for name, pattern in SOURCING_CUES.items() if pattern.search(text)]
@@ -106,23 +112,26 @@ def _fit_llr(counts: dict[int, tuple[int, int]]) -> float:
 
 @dataclass
 class CueModel:
-    """Learned log likelihood ratios per cue signature, and the training prior per K.
+    """Learned log likelihood ratios per cue signature, and the training prior per outcome label set.
 
     Attributes:
         llr: signature -> log likelihood ratio of "the outcome a sentence favours".
         counts: signature -> {K: [favoured the realized outcome, total]} (what the fit saw).
-        prior: K -> outcome frequencies by position in the training split (add-one smoothed).
+        prior: :func:`labels_key` of an outcome label set -> frequencies of its outcomes among the training
+            events with exactly those labels (e.g. ``["Yes", "No"]``); named outcomes rarely repeat, so they
+            usually get the uniform prior.
         n_events: number of training events fitted on.
     """
 
     llr: dict[str, float] = field(default_factory=dict)
     counts: dict[str, dict[int, list[int]]] = field(default_factory=dict)
-    prior: dict[int, list[float]] = field(default_factory=dict)
+    prior: dict[str, list[float]] = field(default_factory=dict)
     n_events: int = 0
 
-    def prior_for(self, k: int) -> list[float]:
-        """The training prior for K outcomes (uniform if the training split had none)."""
-        return list(self.prior.get(k) or [1.0 / k] * k)
+    def prior_for(self, outcomes: Sequence[str]) -> list[float]:
+        """The training prior for these outcome labels (uniform if no training event had them)."""
+        k = len(outcomes)
+        return list(self.prior.get(labels_key(outcomes)) or [1.0 / k] * k)
 
     def to_json(self) -> str:
         """The model as JSON text (keys of ``counts`` / ``prior`` as strings)."""
@@ -139,7 +148,7 @@ class CueModel:
         return cls(
             llr={str(k): float(v) for k, v in raw["llr"].items()},
             counts={s: {int(k): list(v) for k, v in c.items()} for s, c in raw["counts"].items()},
-            prior={int(k): [float(p) for p in v] for k, v in raw["prior"].items()},
+            prior={str(k): [float(p) for p in v] for k, v in raw["prior"].items()},
             n_events=int(raw["n_events"]),
         )
 
@@ -169,7 +178,7 @@ class Reading:
 def fit_from_readings(
     readings: Iterable[Reading],
     outcome_index: dict[str, int],
-    outcome_counts: dict[int, list[int]],
+    outcome_counts: dict[str, list[int]],
     *,
     min_count: int = MIN_COUNT,
 ) -> CueModel:
@@ -178,7 +187,7 @@ def fit_from_readings(
     Args:
         readings: what the agent read on training events (duplicates of (event, doc) are counted once).
         outcome_index: realized outcome index of each training event.
-        outcome_counts: K -> how often each outcome position was realized in the training split.
+        outcome_counts: :func:`labels_key` -> how often each outcome was realized in the training split.
         min_count: signatures seen fewer times get no weight (LR 1).
 
     Returns:
@@ -198,9 +207,8 @@ def fit_from_readings(
         if sum(n for _, n in by_k.values()) >= min_count:
             llr[signature] = _fit_llr({k: (h, n) for k, (h, n) in by_k.items()})
     prior = {
-        k: [(c + PRIOR_PSEUDOCOUNT) / (sum(cs) + PRIOR_PSEUDOCOUNT * k) for c in cs]
-        for k, cs in outcome_counts.items()
-        if len(cs) == k
+        key: [(c + PRIOR_PSEUDOCOUNT) / (sum(cs) + PRIOR_PSEUDOCOUNT * len(cs)) for c in cs]
+        for key, cs in outcome_counts.items()
     }
     return CueModel(
         llr=llr,
@@ -278,7 +286,7 @@ class HonestEvidenceAgent(EvidenceAgent):
                     self.readings.append(Reading("", doc_id, reading[0], reading[1], k))
                     break
         model = self.model or CueModel()
-        prior = model.prior_for(k)
+        prior = model.prior_for(outcomes)
         logits = [math.log(p) for p in prior]
         weighed: dict[tuple[int, str], int] = defaultdict(int)
         for favoured, signature, _ in ledger.values():
@@ -375,7 +383,7 @@ def fit_cue_model(
 
     readings: list[Reading] = []
     outcome_index: dict[str, int] = {}
-    outcome_counts: dict[int, list[int]] = {}
+    outcome_counts: dict[str, list[int]] = {}
     for event_id in tqdm(list(event_ids), desc="fitting cue weights", unit="event", disable=not progress):
         agent = HonestEvidenceAgent(None, **agent_options)
         observation, _ = env.reset(event_id, seed=0)
@@ -386,6 +394,6 @@ def fit_cue_model(
             done = terminated or truncated
         outcome_index[event.id] = event.outcome_index
         k = len(event.outcomes)
-        outcome_counts.setdefault(k, [0] * k)[event.outcome_index] += 1
+        outcome_counts.setdefault(labels_key(event.outcomes), [0] * k)[event.outcome_index] += 1
         readings += [Reading(event.id, r.doc_id, r.favoured, r.signature, r.k) for r in agent.readings]
     return fit_from_readings(readings, outcome_index, outcome_counts, min_count=min_count)

@@ -22,7 +22,7 @@ def _day(value: str) -> date:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``corpus`` command group (``corpus build``) to the top-level parser."""
+    """Add the ``corpus`` command group (``build``, ``verify``, ``migrate``) to the top-level parser."""
     from forecast_dojo.corpus.importers import IMPORTERS
 
     corpus = subparsers.add_parser("corpus", help="build news corpora", description="Build news corpora.")
@@ -64,6 +64,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "instead of warning",
     )
     build.set_defaults(func=run_build)
+    for name, text in (
+        ("verify", "check every byte of a corpus (file hashes, row digests, order, ids)"),
+        ("migrate", "rewrite a format-1 corpus (documents.parquet) to the memory-mapped format 2"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        sub.add_argument("dir", type=Path, help="corpus directory")
+        sub.add_argument("--no-progress", action="store_true", help="no progress bars")
+        sub.set_defaults(func=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``corpus verify`` / ``corpus migrate``: exit 0 when the corpus is intact, 2 with the error otherwise."""
+    from forecast_dojo.corpus.store import CorpusError, migrate_corpus, verify_corpus
+
+    try:
+        if args.corpus_command == "migrate":
+            corpus = migrate_corpus(args.dir, progress=not args.no_progress)
+            print(f"{args.dir}: migrated to format 2, content hash {corpus.content_hash}")
+        else:
+            summary = verify_corpus(args.dir, progress=not args.no_progress)
+            print(
+                f"{args.dir}: OK ({summary['rows']} documents, {summary['files']} files, {summary['seconds']} s)"
+            )
+    except CorpusError as err:
+        print(f"forecast-dojo corpus {args.corpus_command}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run_build(args: argparse.Namespace) -> int:

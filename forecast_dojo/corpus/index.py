@@ -166,7 +166,6 @@ class IVFIndex:
     index: Any  # faiss.IndexIVF
     vectors: np.ndarray
     params: IVFParams
-    _gather: Any = field(default=None, repr=False)
     _checkpoints: np.ndarray | None = field(default=None, repr=False)
     _list_of_row: np.ndarray | None = field(default=None, repr=False)
     _step: int = field(default=0, repr=False)
@@ -259,8 +258,11 @@ class IVFIndex:
         _, nprobe, self.params.rerank = best
         return nprobe
 
-    def _visible_per_list(self, n_visible: int) -> np.ndarray:
-        """How many of each inverted list's vectors are visible (rows < n_visible), from prefix checkpoints."""
+    def visibility_arrays(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The inverted list of every row (int32) and per-list counts at prefix checkpoints every
+        ``step`` rows: what :meth:`probe_plan` needs to count visible vectors per list. Persisted
+        beside the index (``*.lists.npy``, memory-mapped and shared between processes) or, for an
+        index saved without them, computed from the inverted lists on first use."""
         if self._checkpoints is None:
             import faiss
 
@@ -270,16 +272,23 @@ class IVFIndex:
                 size = invlists.list_size(lst)
                 if size:
                     list_of_row[faiss.rev_swig_ptr(invlists.get_ids(lst), size)] = lst
+            self._list_of_row = list_of_row
+        if self._checkpoints is None or self._step == 0:
             step = max(1024, self.index.ntotal // 256)
             blocks = [np.zeros(self.params.nlist, dtype=np.int64)]
             for lo in range(0, self.index.ntotal, step):
                 blocks.append(
-                    blocks[-1] + np.bincount(list_of_row[lo : lo + step], minlength=self.params.nlist)
+                    blocks[-1] + np.bincount(self._list_of_row[lo : lo + step], minlength=self.params.nlist)
                 )
-            self._list_of_row, self._step, self._checkpoints = list_of_row, step, np.stack(blocks)
-        block = n_visible // self._step
-        tail = self._list_of_row[block * self._step : n_visible]
-        return self._checkpoints[block] + np.bincount(tail, minlength=self.params.nlist)
+            self._step, self._checkpoints = step, np.stack(blocks)
+        return self._list_of_row, self._checkpoints, self._step
+
+    def _visible_per_list(self, n_visible: int) -> np.ndarray:
+        """How many of each inverted list's vectors are visible (rows < n_visible), from prefix checkpoints."""
+        list_of_row, checkpoints, step = self.visibility_arrays()
+        block = n_visible // step
+        tail = list_of_row[block * step : n_visible]
+        return checkpoints[block] + np.bincount(tail, minlength=self.params.nlist)
 
     def probe_plan(self, queries: np.ndarray, n_visible: int, fetch: int) -> tuple[np.ndarray, np.ndarray]:
         """Inverted lists each query probes, nearest first (-1: skipped), and their centroid scores.
@@ -293,8 +302,16 @@ class IVFIndex:
         """
         visible = self._visible_per_list(n_visible)
         budget = max(self.params.nprobe * self.index.ntotal / self.params.nlist, float(fetch))
-        scores, lists = self.index.quantizer.search(queries, self.params.nlist)
-        held = np.where(lists >= 0, visible[np.maximum(lists, 0)], 0)
+        # Rank only as many centroids as the budget needs (4x nprobe first, more under tight filters):
+        # lists beyond the point where the budget is reached are never probed, so the plan is the
+        # same as with every centroid ranked, for a fraction of the sorting.
+        k = min(self.params.nlist, max(64, 4 * self.params.nprobe))
+        while True:
+            scores, lists = self.index.quantizer.search(queries, k)
+            held = np.where(lists >= 0, visible[np.maximum(lists, 0)], 0)
+            if k >= self.params.nlist or bool(np.all(held.sum(axis=1) >= budget)):
+                break
+            k = min(self.params.nlist, 4 * k)
         before = np.cumsum(held, axis=1) - held
         lists = np.where((held > 0) & (before < budget), lists, -1)
         width = int(np.max(np.nonzero((lists >= 0).any(axis=0))[0], initial=0)) + 1
@@ -349,8 +366,6 @@ class IVFIndex:
         return results
 
     def _vectors_of(self, rows: np.ndarray) -> np.ndarray:
-        if self._gather is not None:
-            return self._gather(rows)
         return np.asarray(self.vectors[rows], dtype=np.float32)
 
     def memory_bytes(self) -> int:
@@ -359,24 +374,60 @@ class IVFIndex:
 
         return int(faiss.serialize_index(self.index).nbytes)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path) -> list[Path]:
+        """Write the faiss index and its visibility arrays (``<name>.lists.npz``); returns the files."""
         import faiss
 
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         faiss.write_index(self.index, str(tmp))
         tmp.replace(path)
+        list_of_row, checkpoints, step = self.visibility_arrays()
+        lists = _lists_path(path)
+        tmp_lists = lists.with_name("tmp-" + lists.name)
+        np.save(tmp_lists, list_of_row)
+        tmp_lists.replace(lists)
+        marks = _checkpoints_path(path)
+        tmp_marks = marks.with_name("tmp-" + marks.name)
+        np.save(tmp_marks, np.concatenate([[step], checkpoints.reshape(-1)]).astype(np.int64))
+        tmp_marks.replace(marks)
+        return [path, lists, marks]
 
     @classmethod
     def read(cls, kind: str, path: Path, vectors: np.ndarray, params: IVFParams) -> IVFIndex:
         import faiss
 
-        index = faiss.read_index(str(path))
+        # IO_FLAG_MMAP: the inverted lists (codes and ids) stay in the file, mapped read-only.
+        index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
         if index.ntotal != vectors.shape[0] or index.d != vectors.shape[1]:
             raise CorpusError(
                 f"{path}: index holds {index.ntotal} x {index.d} vectors, corpus has {vectors.shape}"
             )
-        return cls(kind=kind, index=index, vectors=vectors, params=params)
+        invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+        if hasattr(invlists, "prefetch_nthread"):
+            # faiss would start 32 threads per search to pre-read the probed lists from disk; the
+            # lists are in the page cache (shared by every worker), so that only costs CPU.
+            invlists.prefetch_nthread = 0
+        loaded = cls(kind=kind, index=index, vectors=vectors, params=params)
+        lists, marks = _lists_path(path), _checkpoints_path(path)
+        if lists.exists() and marks.exists():
+            list_of_row = np.load(lists, mmap_mode="r")
+            flat = np.load(marks, mmap_mode="r")
+            step = int(flat[0])
+            n_marks = (index.ntotal + step - 1) // step + 1 if step > 0 else -1
+            if list_of_row.shape != (index.ntotal,) or flat.shape != (1 + n_marks * params.nlist,):
+                raise CorpusError(f"{lists}: visibility arrays do not match the index ({index.ntotal} rows)")
+            loaded._list_of_row, loaded._step = list_of_row, step
+            loaded._checkpoints = flat[1:].reshape(n_marks, params.nlist)
+        return loaded
+
+
+def _lists_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".lists.npy")
+
+
+def _checkpoints_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".checkpoints.npy")
 
 
 def dense_index_name(kind: str) -> str:
@@ -399,9 +450,8 @@ def build_dense_index(
     params = IVFParams.default(kind, len(corpus), corpus.dim, **options)
     built = IVFIndex.train(kind, corpus.embeddings, params, progress=progress)
     name = dense_index_name(kind)
-    rel = f"index/{name}.faiss"
-    built.save(corpus.path / rel)
-    corpus.register_index(name, kind, [rel], vars(params).copy())
+    files = built.save(corpus.path / f"index/{name}.faiss")
+    corpus.register_index(name, kind, [str(f.relative_to(corpus.path)) for f in files], vars(params).copy())
     return built
 
 
@@ -433,22 +483,7 @@ def load_dense_index(
     if set(overrides) - search_time:
         raise ValueError(f"only {sorted(search_time)} can change after the build, got {sorted(overrides)}")
     params = IVFParams(**{**entry["params"], **overrides})
-    # PQ re-ranking reads float vectors straight from the memory-mapped shards: no full matrix in RAM.
-    vectors = corpus.embeddings if kind != "ivf-pq" else _ShardRows(corpus)
-    loaded = IVFIndex.read(kind, corpus.path / next(iter(entry["files"])), vectors, params)
-    if kind == "ivf-pq":
-        loaded._gather = corpus.vectors
-    return loaded
-
-
-class _ShardRows:
-    """Array-like view of a corpus's memory-mapped shards: shape, prefix slices and row gathers."""
-
-    def __init__(self, corpus: Corpus) -> None:
-        self.corpus = corpus
-        self.shape = (len(corpus), corpus.dim)
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        if isinstance(key, slice):
-            return self.corpus.vectors(np.arange(*key.indices(self.shape[0])))
-        return self.corpus.vectors(np.asarray(key))
+    # Inverted lists are memory-mapped (shared page cache, nothing read until probed); the exact
+    # fallback and the re-ranking read float vectors straight from the memory-mapped shards.
+    faiss_file = next(rel for rel in entry["files"] if rel.endswith(".faiss"))
+    return IVFIndex.read(kind, corpus.path / faiss_file, corpus.embeddings, params)

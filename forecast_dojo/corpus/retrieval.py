@@ -21,7 +21,7 @@ from forecast_dojo.corpus.embedders import Embedder
 from forecast_dojo.corpus.hybrid import HybridRetriever
 from forecast_dojo.corpus.index import DenseIndex, build_dense_index, choose_dense_kind, load_dense_index
 from forecast_dojo.corpus.ranking import Retriever, top_k_rows
-from forecast_dojo.corpus.store import Corpus, CorpusError
+from forecast_dojo.corpus.store import Corpus
 
 RETRIEVER_KINDS = ("dense", "bm25", "hybrid")
 
@@ -65,10 +65,7 @@ class DenseRetriever:
     name = "dense"
 
     def __init__(self, corpus: Corpus, embedder: Embedder, index: DenseIndex | None = None) -> None:
-        if embedder.name != corpus.embedder_name:
-            raise CorpusError(
-                f"corpus {corpus.path} was embedded with {corpus.embedder_name!r}, not {embedder.name!r}"
-            )
+        corpus.check_embedder(embedder)  # name, dimension, and a probe document's stored vector
         self.corpus = corpus
         self.index = index if index is not None else load_dense_index(corpus, "exact")
         self.embed_query = QueryCache(embedder)

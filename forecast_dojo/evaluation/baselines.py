@@ -1,9 +1,10 @@
 """Reference forecasters that need no agent: uniform, base rate, market, oracle.
 
 * **uniform**: 1/K on every outcome (the no-skill floor).
-* **base rate**: the outcome frequencies of the *training* split, by outcome position, per (source,
-  K), backing off to K alone and then to uniform; add-one smoothed. On binary questions this is
-  "how often did questions like this resolve Yes".
+* **base rate**: the outcome frequencies of the *training* split among events with the same outcome
+  labels, per source, backing off to all sources and then to uniform; add-one smoothed. On Yes/No
+  questions this is "how often did questions like this resolve Yes"; named outcomes (candidates,
+  teams) rarely repeat, so those questions get the uniform forecast rather than frequencies by position.
 * **market**: the market's probabilities at or before the cutoff, where a market exists
   (evaluation only; never shown to the agent). Its coverage is reported and agents are compared
   with it only on the steps where it exists.
@@ -21,7 +22,7 @@ from forecast_dojo.scoring import uniform
 
 
 class BaseRate:
-    """Training-split outcome frequencies by position, per (source, K) with a back-off to K.
+    """Training-split outcome frequencies per (source, outcome labels) with a back-off to the labels alone.
 
     Args:
         train_events: the training split (their outcomes are what is counted).
@@ -30,20 +31,22 @@ class BaseRate:
 
     def __init__(self, train_events: Sequence[Event], pseudocount: float = 1.0) -> None:
         self.pseudocount = pseudocount
-        self.by_source: dict[tuple[str, int], list[int]] = defaultdict(list)
-        self.by_k: dict[int, list[int]] = defaultdict(list)
+        self.by_source: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
+        self.by_labels: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for event in train_events:
             k = len(event.outcomes)
-            for table, key in ((self.by_source, (event.source, k)), (self.by_k, k)):
+            labels = tuple(event.outcomes)
+            for table, key in ((self.by_source, (event.source, labels)), (self.by_labels, labels)):
                 counts = table[key] or [0] * k
                 counts[event.outcome_index] += 1
                 table[key] = counts
         self.n_train = len(train_events)
 
     def forecast(self, event: Event) -> tuple[float, ...]:
-        """The base-rate forecast for an event (uniform when no training event has its K)."""
+        """The base-rate forecast for an event (uniform when no training event has its outcome labels)."""
         k = len(event.outcomes)
-        counts = self.by_source.get((event.source, k)) or self.by_k.get(k)
+        labels = tuple(event.outcomes)
+        counts = self.by_source.get((event.source, labels)) or self.by_labels.get(labels)
         if not counts:
             return uniform(k)
         total = sum(counts) + self.pseudocount * k

@@ -112,13 +112,10 @@ def world_command(args: argparse.Namespace) -> int:
 
 
 def synthetic_split(event_ids: list[str], split: str) -> list[str]:
-    """The synthetic world's split: events at even positions (sorted by id) train, odd ones evaluate."""
-    ordered = sorted(event_ids)
-    if split == "train":
-        return ordered[0::2]
-    if split == "eval":
-        return ordered[1::2]
-    return ordered
+    """The synthetic world's split (``forecast_dojo.synthetic.split``): even positions train, odd ones evaluate."""
+    from forecast_dojo.synthetic.split import split_event_ids
+
+    return split_event_ids(event_ids).select(split)
 
 
 def _select(args: argparse.Namespace, events: list[Any], synthetic: bool) -> list[Any]:
@@ -187,9 +184,9 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
-    from forecast_dojo.make import make as make_env
-    from forecast_dojo.make import resolve_spec
     from forecast_dojo.prompts import Budgets
+    from forecast_dojo.registration import make as make_env
+    from forecast_dojo.registration import resolve_spec
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:

@@ -15,9 +15,9 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.evaluation.baselines import reference_records
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.scoring import uniform
 from forecast_dojo.trajectory import LogStatus, log_status
 
 MAX_TURNS_PER_EPISODE = 10_000
@@ -158,19 +158,11 @@ def baseline_records(
     *,
     oracle: Mapping[tuple[str, int], Sequence[float]] | None = None,
 ) -> list[StepRecord]:
-    """Records of the reference forecasters that need no agent: uniform, market (where known), oracle (where known)."""
-    records = []
-    for event in events:
-        for step, cutoff in enumerate(event.cutoffs):
-            references: dict[str, Sequence[float] | None] = {
-                "uniform": uniform(len(event.outcomes)),
-                "market": event.market_at(cutoff),
-                "oracle": oracle.get((event.id, step)) if oracle is not None else None,
-            }
-            for name, forecast in references.items():
-                if forecast is not None:
-                    records.append(StepRecord.reference(event, step, forecast, agent=name))
-    return records
+    """Records of the reference forecasters that need no agent: uniform, market (where known), oracle (where known).
+
+    The base rate needs training events: see :func:`forecast_dojo.evaluation.baselines.reference_records`.
+    """
+    return reference_records(events, oracle=oracle)
 
 
 def baseline_rows(

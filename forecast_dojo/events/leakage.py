@@ -42,7 +42,7 @@ Measured on a hand-labelled sample of the shared data (``tests/events/fixtures/l
 how it was made in the README beside it; numbers in docs/events.md).
 
 Flagged documents are listed in the build report and written to the event as
-``extra["excluded_doc_ids"] = {"<step index>": [doc ids visible at that step that are flagged]}``
+``Event.excluded_doc_ids`` (every flagged document; the env hides them at every step) and ``extra["leakage_flags"]``
 (only steps with at least one flagged document appear), plus ``extra["leakage_flags"]`` with the
 evidence for each flag. The environment hides excluded documents at those steps.
 """
@@ -461,18 +461,13 @@ def screen_event(event: Event, index: RelevanceIndex, config: LeakageConfig) -> 
 
 
 def apply_exclusions(event: Event, flags: Sequence[LeakageFlag]) -> Event:
-    """The event with ``extra["excluded_doc_ids"]`` and ``extra["leakage_flags"]`` filled in.
+    """The event with every flagged document hidden from all its steps.
 
-    ``excluded_doc_ids`` maps the step index (as a string) to the flagged doc ids visible at that
-    step. The event is unchanged apart from empty entries when nothing is flagged.
+    The ids go to the typed field ``Event.excluded_doc_ids`` (the env hides them at every step; before a
+    document's first flagged step it is not visible anyway); ``extra["leakage_flags"]`` keeps, for the
+    researcher, each flag's first step, coverage and the terms that fired.
     """
-    excluded: dict[str, list[str]] = {}
-    for step in range(event.n_steps):
-        ids = sorted({f.doc_id for f in flags if f.first_step <= step})
-        if ids:
-            excluded[str(step)] = ids
-    extra: dict[str, Any] = dict(event.extra)
-    extra["excluded_doc_ids"] = excluded
+    extra: dict[str, Any] = {k: v for k, v in event.extra.items() if k != "excluded_doc_ids"}
     extra["leakage_flags"] = [
         {
             k: v
@@ -481,4 +476,5 @@ def apply_exclusions(event: Event, flags: Sequence[LeakageFlag]) -> Event:
         }
         for f in flags
     ]
-    return replace(event, extra=extra)
+    hidden = tuple(sorted(set(event.excluded_doc_ids) | {f.doc_id for f in flags}))
+    return replace(event, extra=extra, excluded_doc_ids=hidden)

@@ -2,7 +2,7 @@
 
 Layout of one cached world::
 
-    <cache>/synthetic-v<GENERATOR_VERSION>-seed<seed>-<embedder>/
+    <cache>/synthetic-v<GENERATOR_VERSION>-c<CORPUS_FORMAT_VERSION>-seed<seed>-<embedder>/
       events.jsonl      the events (``schema.save_events``), markets included
       oracle.jsonl      the Bayes-optimal forecast per (event, step) (``oracle.save_oracle``)
       corpus/           the embedded corpus (``corpus.build_corpus``)
@@ -11,7 +11,8 @@ Layout of one cached world::
 A world is built in a hidden staging directory and renamed into place in one step, under an
 exclusive ``fcntl.flock``, so parallel workers (AsyncVectorEnv, pytest-xdist) neither see half a
 world nor build it twice. The generator version is part of the directory name: a changed generator
-never reuses a stale cache.
+never reuses a stale cache,
+and neither does a changed corpus format (an older format would load whole into memory).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.embedders import get_embedder
-from forecast_dojo.corpus.store import build_corpus
+from forecast_dojo.corpus.store import CORPUS_FORMAT_VERSION, build_corpus
 from forecast_dojo.schema import save_events
 from forecast_dojo.synthetic.oracle import oracle_table, save_oracle
 from forecast_dojo.synthetic.world import GENERATOR_VERSION, generate_world
@@ -47,9 +48,9 @@ def default_cache_dir() -> Path:
 
 
 def world_dir_name(seed: int, embedder: str) -> str:
-    """The cache subdirectory of one world: generator version, seed and (filesystem-safe) embedder."""
+    """The cache subdirectory of one world: generator and corpus format versions, seed, (safe) embedder."""
     safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", embedder)
-    return f"synthetic-v{GENERATOR_VERSION}-seed{seed}-{safe}"
+    return f"synthetic-v{GENERATOR_VERSION}-c{CORPUS_FORMAT_VERSION}-seed{seed}-{safe}"
 
 
 @dataclass(frozen=True)

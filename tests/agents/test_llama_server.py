@@ -38,6 +38,25 @@ def smollm2_gguf():
         pytest.skip(str(err))
 
 
+def llama_cpp_generates(model) -> None:
+    """Skip when this llama-cpp-python build cannot generate even one token per decode call.
+
+    The source build here (AVX-512/AMX CPU) crashes with SIGSEGV in batched decode (any prompt of more
+    than one token with the default n_batch 512) and works with ``n_batch = n_ubatch = 1``, which is
+    what the server below is started with.
+    """
+    probe = (
+        "from llama_cpp import Llama; import sys; "
+        f"m = Llama({str(model)!r}, n_ctx=512, n_threads=1, n_batch=1, n_ubatch=1, verbose=False); "
+        "m.create_completion('Hello there, how are', max_tokens=2)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(
+            f"this llama-cpp-python build cannot generate (exit code {done.returncode} on a 5-token prompt)"
+        )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -69,11 +88,12 @@ def test_chatml_renders_tool_results_verbatim():
 @pytest.mark.slow
 def test_smollm2_through_llama_cpp_server_plays_an_episode(make_tiny_env, tmp_path):
     model = smollm2_gguf()
+    llama_cpp_generates(model)
     port = free_port()
     log = (tmp_path / "server.log").open("w")
     server = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "--chat_format", "chatml", "--n_ctx", "8192", "--n_threads", "2"],
+         "--chat_format", "chatml", "--n_ctx", "8192", "--n_threads", "2", "--n_batch", "1", "--n_ubatch", "1"],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:

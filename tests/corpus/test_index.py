@@ -149,6 +149,21 @@ def test_persisted_index_reloads_and_matches(corpus_dir: Path, tmp_path: Path, k
     assert exact_path.search(queries, 700, 10) == ExactIndex(corpus.embeddings).search(queries, 700, 10)
     with pytest.raises(ValueError, match="only"):
         load_dense_index(reloaded_corpus, kind, nlist=3)
+    # The inverted lists are memory-mapped, and so are the per-row list numbers the visible-aware
+    # probing counts with: equal to what the index computes from its lists.
+    import faiss
+
+    lists = faiss.extract_index_ivf(loaded.index).invlists
+    assert faiss.downcast_InvertedLists(lists).__class__.__name__ == "OnDiskInvertedLists"
+    persisted = loaded.visibility_arrays()
+    assert isinstance(persisted[0], np.memmap)
+    fresh = IVFIndex(kind=kind, index=loaded.index, vectors=corpus.embeddings, params=loaded.params)
+    computed = fresh.visibility_arrays()
+    np.testing.assert_array_equal(persisted[0], computed[0])
+    np.testing.assert_array_equal(persisted[1], computed[1])
+    assert persisted[2] == computed[2]
+    for n_visible in (0, 1, 699, 1024, 1500):
+        np.testing.assert_array_equal(loaded._visible_per_list(n_visible), fresh._visible_per_list(n_visible))
 
 
 def test_index_mismatches_fail_clearly(corpus_dir: Path, tmp_path: Path) -> None:

@@ -138,3 +138,62 @@ def test_everything_is_invisible_before_the_first_instant(
         assert retriever.search("election vote", 0, 10) == []
     view = TemporalGateway(corpus, retrievers["exact"]).at(from_micros(first) + timedelta(microseconds=1))
     assert all(int(corpus.available_us[row]) == first for row, _ in view.search("election", 50))
+
+
+GOLDEN = Path(__file__).parent / "data" / "wce_2025h2_golden.json"
+
+
+@pytest.mark.shared_data
+@pytest.mark.slow
+def test_search_and_read_match_the_pre_format_2_code_on_wikipedia(data_root: Path, tmp_path: Path) -> None:
+    """Answers recorded with the code before the memory-mapped layout (format 1, parquet in memory,
+    embeddings concatenated in RAM) on Wikipedia Current Events 2025-06 to 2025-10: the same ids,
+    scores and read documents come back from the format-2 corpus, at three cutoffs, for dense,
+    BM25 and hybrid retrieval. (Regenerate with tests/corpus/data/record_wce_golden.py and format-1 code if the importer changes.)"""
+    import hashlib
+    import json
+    from datetime import date, datetime
+
+    from forecast_dojo.corpus.pipeline import build_from_source
+
+    golden = json.loads(GOLDEN.read_text())
+    start, end = (date.fromisoformat(day) for day in golden["slice"])
+    embedder = HashingEmbedder()
+    result = build_from_source(
+        "wikipedia",
+        data_root / "wikipedia-current-events",
+        tmp_path / "wce",
+        embedder=embedder,
+        start=start,
+        end=end,
+        progress=False,
+    )
+    build_indexes(result.corpus, dense=None, bm25=True, progress=False)
+    corpus = Corpus.load(tmp_path / "wce")
+    assert corpus.format_version == 2 and len(corpus) == golden["n_documents"]
+    compared = 0
+    for kind in ("dense", "bm25", "hybrid"):
+        gateway = TemporalGateway(corpus, make_retriever(kind, corpus, embedder if kind != "bm25" else None))
+        for cutoff_text in golden["cutoffs"]:
+            view = gateway.at(datetime.fromisoformat(cutoff_text))
+            for query in golden["queries"]:
+                want = golden["answers"][f"{kind}|{cutoff_text}|{query}"]
+                hits = view.search(query, 10)
+                assert [corpus.field("id", row) for row, _ in hits] == want["ids"], (kind, cutoff_text, query)
+                np.testing.assert_allclose([score for _, score in hits], want["scores"], atol=2e-6)
+                reads = []
+                for row, _ in hits:
+                    doc = view.get(corpus.field("id", row))
+                    record = [
+                        doc.doc_id,
+                        doc.title,
+                        doc.text,
+                        doc.source,
+                        doc.url,
+                        doc.available_us,
+                        doc.published_us,
+                    ]
+                    reads.append(hashlib.sha256(json.dumps(record).encode()).hexdigest()[:16])
+                assert reads == want["reads"]
+                compared += len(hits)
+    assert compared > 500

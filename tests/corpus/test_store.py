@@ -3,14 +3,30 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from forecast_dojo.cli import main as cli_main
+from forecast_dojo.corpus import store
 from forecast_dojo.corpus.embedders import HashingEmbedder
-from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus, embedding_text
+from forecast_dojo.corpus.retrieval import DenseRetriever, build_indexes, make_retriever
+from forecast_dojo.corpus.store import (
+    DOCUMENT_SCHEMA,
+    Corpus,
+    CorpusError,
+    CorpusWriter,
+    build_corpus,
+    embedding_text,
+    migrate_corpus,
+)
 from forecast_dojo.timeutil import to_micros
 
 from .sample import sample_documents
@@ -194,3 +210,233 @@ def test_load_rejects_a_missing_manifest_and_other_format(built: Path, tmp_path:
     _edit_manifest(built, format_version=99)
     with pytest.raises(CorpusError, match="corpus format 99"):
         Corpus.load(built)
+
+
+# --- format 2: memory-mapped, text on demand, sealed manifest -----------------------------------
+
+
+def _big_table(n: int, text_bytes: int, seed: int = 0) -> tuple[pa.Table, np.ndarray]:
+    """A document table with long texts and random unit vectors (no embedding: fast to write)."""
+    rng = np.random.default_rng(seed)
+    words = np.array(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"])
+    base = to_micros(datetime(2024, 1, 1, tzinfo=UTC))
+    texts = [" ".join(rng.choice(words, size=text_bytes // 6)) for _ in range(n)]
+    table = pa.Table.from_pydict(
+        {
+            "id": [f"big-{i:06d}" for i in range(n)],
+            "title": [f"Title {i}" for i in range(n)],
+            "text": texts,
+            "url": [f"https://example.org/{i}" for i in range(n)],
+            "source": ["example"] * n,
+            "published_at": [base + 60_000_000 * i for i in range(n)],
+            "available_at": [base + 60_000_000 * i for i in range(n)],
+            "date_source": ["published"] * n,
+        },
+        schema=DOCUMENT_SCHEMA,
+    )
+    vectors = rng.standard_normal((n, 16)).astype(np.float32)
+    return table, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.mark.slow
+def test_opening_reads_no_text_until_asked(tmp_path: Path) -> None:
+    table, vectors = _big_table(3000, 40_000)
+    writer = CorpusWriter(tmp_path / "big", embedder_name="random-16", dim=16, shard_rows=1000)
+    writer.add(table, vectors)
+    writer.finish(verify=False)
+    small = CorpusWriter(tmp_path / "small", embedder_name="random-16", dim=16)
+    small.add(table.slice(0, 20), vectors[:20])
+    small.finish()
+    text_bytes = sum(len(t) for t in table.column("text").to_pylist())
+    assert text_bytes > 100 << 20
+    # A fresh process, so nothing of the build is mapped or allocated already.
+    script = f"""
+import json
+from pathlib import Path
+from forecast_dojo.corpus.store import Corpus
+def rss():
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return {{k: int(fields[k].split()[0]) * 1024 for k in ("RssAnon", "RssFile")}}
+def grew(before):
+    after = rss()
+    return {{k: after[k] - before[k] for k in after}}
+warm = Corpus.load({str(tmp_path / "small")!r})  # the libraries' lazy initialization, paid once
+warm.text(3), warm.row_of("big-000003")
+before = rss()
+corpus = Corpus.load({str(tmp_path / "big")!r}, verify=False)
+opened = grew(before)
+before = rss()
+Corpus.load({str(tmp_path / "big")!r})
+checked = grew(before)
+before = rss()
+text = corpus.text(1234)
+row = corpus.row_of("big-002999")
+read = grew(before)
+print(json.dumps({{"open": opened, "checked": checked, "read": read, "len": len(text), "row": row}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    assert measured["row"] == 2999 and measured["len"] == len(table.column("text")[1234].as_py())
+    # The text column is >100 MB. Opening maps it and reads none of it...
+    assert measured["open"]["RssAnon"] < 4 << 20 and measured["open"]["RssFile"] < 4 << 20, measured
+    # ...the default checks re-hash 16 random rows (the kernel maps page-cache folios of up to 2 MB
+    # around each; shared, file-backed)...
+    assert measured["checked"]["RssAnon"] < 4 << 20 and measured["checked"]["RssFile"] < 40 << 20, measured
+    # ...and a read maps only what it touches.
+    assert measured["read"]["RssAnon"] < 4 << 20 and measured["read"]["RssFile"] < 8 << 20, measured
+
+
+def test_writer_streams_float16_vectors_and_rows_read_back(tmp_path: Path) -> None:
+    table, vectors = _big_table(300, 200, seed=1)
+    writer = CorpusWriter(
+        tmp_path / "c", embedder_name="random-16", dim=16, shard_rows=128, vector_dtype="float16"
+    )
+    writer.add(table.slice(0, 100), vectors[:100])
+    writer.add(table.slice(100), vectors[100:])
+    corpus = writer.finish()
+    assert corpus.manifest["vector_dtype"] == "float16" and [s.shape[0] for s in corpus.shards] == [
+        128,
+        128,
+        44,
+    ]
+    assert corpus.embeddings[100:200].dtype == np.float32
+    np.testing.assert_allclose(
+        corpus.embeddings[np.array([299, 0, 127, 128])], vectors[[299, 0, 127, 128]], atol=1e-3
+    )
+    np.testing.assert_allclose(corpus.embeddings[120:140], vectors[120:140], atol=1e-3)
+    assert corpus.document(150).text == table.column("text")[150].as_py()
+    assert corpus.row_of("big-000150") == 150 and corpus.row_of("big-9") is None and corpus.row_of(3) is None
+    with pytest.raises(CorpusError, match="available_at order"):
+        later = CorpusWriter(tmp_path / "d", embedder_name="random-16", dim=16)
+        later.add(table.slice(100, 10), vectors[100:110])
+        later.add(table.slice(0, 10), vectors[:10])
+
+
+def test_swapping_the_embedder_name_fails_at_open(built: Path) -> None:
+    manifest = json.loads((built / "manifest.json").read_text())
+    manifest["embedder"]["name"] = "static-minilm-16"  # another embedder of the same dimension
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorpusError, match="content hash mismatch"):
+        Corpus.load(built)
+
+
+class _Permuted:
+    """Another model under the same name and dimension: the hashing embedder with shuffled dims."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(16)
+        self.name, self.dim = self.inner.name, 16
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        return self.inner.encode(texts)[:, ::-1].copy()
+
+
+def test_a_different_model_under_the_same_name_fails_the_probe(built: Path) -> None:
+    corpus = Corpus.load(built)
+    corpus.check_embedder(HashingEmbedder(16))
+    DenseRetriever(corpus, HashingEmbedder(16))
+    with pytest.raises(CorpusError, match="is not the model this corpus was embedded with"):
+        DenseRetriever(corpus, _Permuted())
+    with pytest.raises(CorpusError, match="embedded with 'hashing-bow-16', not 'hashing-bow-32'"):
+        corpus.check_embedder(HashingEmbedder(32))
+
+
+def test_corrupted_text_is_caught_by_sampled_rows_and_by_verify(
+    built: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = Corpus.load(built)
+    row = 77
+    needle = corpus.text(row)[:40].encode()
+    data = bytearray((built / "documents.arrow").read_bytes())
+    at = data.index(needle)
+    data[at] = ord("#") if data[at] != ord("#") else ord("%")
+    (built / "documents.arrow").write_bytes(bytes(data))
+    with pytest.raises(CorpusError, match="documents.arrow does not match its sha256"):
+        Corpus.load(built)
+    # A large file is not hashed at open (size only): the row digests still catch the edit.
+    monkeypatch.setattr(store, "SMALL_FILE_BYTES", 0)
+    with pytest.raises(CorpusError, match=f"row {row} does not match its digest"):
+        Corpus.load(built, verify=False)._check_rows([row])
+    with pytest.raises(CorpusError, match="documents.arrow does not match its sha256"):
+        Corpus.load(built, verify=False).verify(progress=False)
+    assert cli_main(["corpus", "verify", str(built), "--no-progress"]) == 2
+
+
+def test_truncated_files_fail_clearly(built: Path) -> None:
+    assert cli_main(["corpus", "verify", str(built), "--no-progress"]) == 0
+    for rel in ("documents.arrow", "id_order.npy", "embeddings/shard-00000.npy"):
+        original = (built / rel).read_bytes()
+        (built / rel).write_bytes(original[: len(original) // 2])
+        with pytest.raises(CorpusError, match=f"{rel} has \\d+ bytes, manifest says"):
+            Corpus.load(built, verify=False)
+        (built / rel).write_bytes(original)
+    Corpus.load(built)
+
+
+def _write_format_1(docs: list, out: Path, embedder: HashingEmbedder, shard_rows: int) -> None:
+    """The directory layout the library wrote before format 2 (parquet, unsealed manifest)."""
+    out.mkdir(parents=True)
+    docs = sorted(docs, key=lambda d: (to_micros(d.available_at), d.id))
+    table = store._documents_table(docs)
+    pq.write_table(table, out / "documents.parquet")
+    (out / "embeddings").mkdir()
+    files = {"documents.parquet": {"rows": len(docs)}}
+    for lo in range(0, len(docs), shard_rows):
+        rel = f"embeddings/shard-{lo // shard_rows:05d}.npy"
+        chunk = docs[lo : lo + shard_rows]
+        np.save(out / rel, embedder.encode([embedding_text(d.title, d.text) for d in chunk]))
+        files[rel] = {"rows": len(chunk)}
+    for rel, meta in files.items():
+        meta["sha256"] = store._sha256(out / rel)
+        meta["bytes"] = (out / rel).stat().st_size
+    available = [to_micros(d.available_at) for d in docs]
+    manifest = {
+        "format_version": 1,
+        "n_documents": len(docs),
+        "embedder": {"name": embedder.name, "dim": embedder.dim},
+        "content_hash": store.content_hash(
+            [d.id for d in docs], available, [d.title for d in docs], [d.text for d in docs]
+        ),
+        "files": files,
+        "shard_rows": shard_rows,
+        "indexes": {},
+        "build": {},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_format_1_corpora_still_load_and_migrate_in_place(tmp_path: Path) -> None:
+    docs = sample_documents(300, seed=14)
+    embedder = HashingEmbedder(16)
+    _write_format_1(docs, tmp_path / "old", embedder, shard_rows=128)
+    new = build_corpus(docs, tmp_path / "new", embedder, progress=False, shard_rows=128)
+    with pytest.warns(UserWarning, match="corpus migrate"):
+        old = Corpus.load(tmp_path / "old")
+    assert old.format_version == 1 and new.format_version == 2
+    build_indexes(old, dense="ivf-flat", nlist=8, progress=False)
+    queries = ["election results", "storm warning coast", "market shares fall"]
+
+    def answers(corpus: Corpus) -> list:
+        dense = make_retriever("dense", corpus, embedder, index="ivf-flat")
+        bm25 = make_retriever("bm25", corpus)
+        out = []
+        for query in queries:
+            for n_visible in (50, 200, 300):
+                for retriever in (dense, bm25):
+                    out.append(
+                        [
+                            (corpus.field("id", r), round(s, 5))
+                            for r, s in retriever.search(query, n_visible, 10)
+                        ]
+                    )
+        return out
+
+    before = answers(old)
+    assert [old.document(r) for r in (0, 150, 299)] == [new.document(r) for r in (0, 150, 299)]
+    np.testing.assert_array_equal(np.asarray(old.embeddings), np.asarray(new.embeddings))
+    migrated = migrate_corpus(tmp_path / "old", progress=False)
+    assert migrated.format_version == 2 and not (tmp_path / "old" / "documents.parquet").exists()
+    assert migrated.manifest["documents_hash"] == new.manifest["documents_hash"]
+    assert answers(Corpus.load(tmp_path / "old")) == before
+    with pytest.raises(CorpusError, match="already format 2"):
+        migrate_corpus(tmp_path / "old", progress=False)

@@ -10,7 +10,7 @@ from forecast_dojo.evaluation.baselines import BaseRate, reference_records
 from tests.conftest import tiny_events
 
 
-def test_base_rate_counts_training_outcomes_per_source_and_k():
+def test_base_rate_counts_training_outcomes_per_source_and_labels():
     harbor, mayor = tiny_events()[:2]
     train = [
         dataclasses.replace(harbor, id=f"h{i}", outcome=harbor.outcomes[0 if i < 3 else 1]) for i in range(4)

@@ -73,9 +73,9 @@ def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Pa
     assert harbor.n_steps >= 3 and len(harbor.extra["market_at_cutoffs"]) == harbor.n_steps
     flagged = {f["doc_id"] for f in report["leakage"]["flags"] if f["event_id"] == "polymarket:501"}
     assert flagged == {"harbor-passes"}
-    for step, ids in harbor.extra["excluded_doc_ids"].items():
-        assert ids == ["harbor-passes"]
-        assert harbor.cutoffs[int(step)] > corpus.available_at(corpus.row_of("harbor-passes"))
+    assert harbor.excluded_doc_ids == ("harbor-passes",)
+    for flag in harbor.extra["leakage_flags"]:
+        assert harbor.cutoffs[flag["first_step"]] > corpus.available_at(corpus.row_of(flag["doc_id"]))
 
     paths = write_outputs(output, tmp_path / "out")
     assert [e.id for e in load_events(paths["eval"])] == [e.id for e in output.eval]
@@ -198,9 +198,11 @@ def test_real_forecastbench_with_a_wikipedia_slice(
     for event in train + evaluation:
         assert event.cutoffs[-1] <= event.close_at
         assert to_micros(event.cutoffs[0]) > first_visible
-        for step, ids in event.extra["excluded_doc_ids"].items():
-            view = gateway.at(event.cutoffs[int(step)])
-            assert all(view.get(doc_id) is not None for doc_id in ids)  # exclusions name visible documents
+        assert set(event.excluded_doc_ids) == {f["doc_id"] for f in event.extra["leakage_flags"]}
+        for flag in event.extra[
+            "leakage_flags"
+        ]:  # exclusions name documents visible at their first flagged step
+            assert gateway.at(event.cutoffs[flag["first_step"]]).get(flag["doc_id"]) is not None
     assert all(e.n_steps >= 3 for e in evaluation)
     # A whole real episode end to end: the env replays an eval event on this corpus with a scripted agent.
     from forecast_dojo.agents import EvidenceAgent

@@ -79,15 +79,17 @@ def test_multi_outcome_events_also_flag_documents_naming_the_winner(index: Relev
     assert [(f.doc_id, f.names_outcome) for f in legacy] == [("leader", True), ("mayor-won", True)]
 
 
-def test_exclusions_are_per_step_and_survive_an_events_file(index: RelevanceIndex, tmp_path: Path) -> None:
+def test_exclusions_are_typed_keep_their_first_step_and_survive_an_events_file(
+    index: RelevanceIndex, tmp_path: Path
+) -> None:
     event = harbor()
     flags = screen_event(event, index, LeakageConfig())
     excluded = apply_exclusions(event, flags)
-    assert excluded.extra["excluded_doc_ids"] == {"2": ["passed"], "3": ["passed"]}
-    assert excluded.extra["leakage_flags"][0]["doc_id"] == "passed"
+    assert excluded.excluded_doc_ids == ("passed",)
+    assert [(f["doc_id"], f["first_step"]) for f in excluded.extra["leakage_flags"]] == [("passed", 2)]
     loaded = load_events(save_events([excluded], tmp_path / "e.jsonl"))[0]
-    assert loaded.extra["excluded_doc_ids"] == {"2": ["passed"], "3": ["passed"]}
-    assert apply_exclusions(event, []).extra["excluded_doc_ids"] == {}
+    assert loaded.excluded_doc_ids == ("passed",) and loaded.extra["leakage_flags"][0]["first_step"] == 2
+    assert apply_exclusions(event, []).excluded_doc_ids == ()
 
 
 def test_resolution_terms() -> None:

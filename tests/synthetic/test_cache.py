@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import forecast_dojo.synthetic.cache as cache
-from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.corpus.store import CORPUS_FORMAT_VERSION, Corpus
 from forecast_dojo.schema import event_to_record, load_events
 from forecast_dojo.synthetic import (
     GENERATOR_VERSION,
@@ -27,7 +27,9 @@ EMBEDDER = "hashing"
 
 def test_builds_events_corpus_and_oracle(tmp_path: Path) -> None:
     paths = ensure_synthetic_world(3, embedder=EMBEDDER, cache_dir=tmp_path, progress=False)
-    assert paths.root == tmp_path / f"synthetic-v{GENERATOR_VERSION}-seed3-{EMBEDDER}"
+    assert (
+        paths.root == tmp_path / f"synthetic-v{GENERATOR_VERSION}-c{CORPUS_FORMAT_VERSION}-seed3-{EMBEDDER}"
+    )
     assert paths.is_complete()
     world = generate_world(3)
     assert [event_to_record(e) for e in load_events(paths.events_path)] == [
@@ -76,7 +78,9 @@ def test_directory_names_separate_version_seed_and_embedder() -> None:
         cache.world_dir_name(s, e) for s in (0, 1) for e in ("minilm", "hashing", "all-MiniLM-L6-v2@128")
     }
     assert len(names) == 6
-    assert all(name.startswith(f"synthetic-v{GENERATOR_VERSION}-seed") for name in names)
+    assert all(
+        name.startswith(f"synthetic-v{GENERATOR_VERSION}-c{CORPUS_FORMAT_VERSION}-seed") for name in names
+    )
     assert "/" not in cache.world_dir_name(0, "a/b")
 
 

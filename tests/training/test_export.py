@@ -204,18 +204,24 @@ def test_length_policy_shortens_tool_results_never_assistant_turns(teacher_log, 
         export_sft(log, None, ExportConfig(max_tokens=64, assume_all_training=True), tokenizer=tokenizer)
 
 
+@pytest.mark.slow
 def test_trl_sft_trainer_reads_the_export_as_is(teacher_log, tmp_path, tiny_model_dir, tokenizer):
     from trl import SFTConfig, SFTTrainer
 
     from forecast_dojo.agents.llm import load_model
 
-    export_sft(teacher_log(), tmp_path / "out", ExportConfig(max_tokens=None, assume_all_training=True))
+    export_sft(
+        teacher_log(),
+        tmp_path / "out",
+        ExportConfig(max_tokens=2048, assume_all_training=True),
+        tokenizer=tokenizer,
+    )
     dataset = load_sft_dataset(tmp_path / "out")
     config = SFTConfig(
         output_dir=str(tmp_path / "sft"),
         max_steps=2,
         per_device_train_batch_size=2,
-        max_length=None,
+        max_length=2048,
         assistant_only_loss=True,
         bf16=False,
         gradient_checkpointing=False,
@@ -229,6 +235,7 @@ def test_trl_sft_trainer_reads_the_export_as_is(teacher_log, tmp_path, tiny_mode
     assert trainer.train().global_step == 2
 
 
+@pytest.mark.slow
 def test_cli_export_sft(teacher_log, tmp_path):
     log = teacher_log()
     out = tmp_path / "cli-out"

@@ -13,11 +13,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "training.md"
+README = REPO / "README.md"
 
 
-def documented_snippet() -> str:
-    """The python block under ``<!-- snippet: sft`` in docs/training.md (the README's SFT snippet)."""
-    text = DOC.read_text()
+def documented_snippet(path: Path = README) -> str:
+    """The python block under ``<!-- snippet: sft`` in the README (or in docs/training.md)."""
+    text = path.read_text()
     start = text.index("<!-- snippet: sft")
     match = re.search(r"```python\n(.*?)```", text[start:], re.S)
     assert match is not None
@@ -39,7 +40,7 @@ def synthetic_teacher_log(make_synthetic_env, tmp_path):
     from forecast_dojo.synthetic.split import synthetic_split
 
     split = synthetic_split(0)
-    log = tmp_path / "runs" / "latest" / "evidence-notebook"
+    log = tmp_path / "runs" / "teacher" / "honest-notebook"
     env = make_synthetic_env(memory="notebook", log_dir=log, run_metadata={"agent": "evidence"})
     for event_id in (*split.train[:2], split.held_out[0]):
         run_episode(env, EvidenceAgent(), event_id)
@@ -48,6 +49,10 @@ def synthetic_teacher_log(make_synthetic_env, tmp_path):
 
 
 @pytest.mark.slow
+def test_readme_and_training_doc_show_the_same_sft_snippet():
+    assert documented_snippet(README) == documented_snippet(DOC)
+
+
 def test_documented_sft_snippet_runs_as_written(synthetic_teacher_log, tiny_model_dir, tmp_path):
     """Exactly the docs/README block; only its MODEL and MAX_STEPS parameters are substituted."""
     _, split = synthetic_teacher_log

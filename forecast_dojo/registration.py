@@ -1,4 +1,4 @@
-"""One way to build an environment: spec files, gymnasium registration and construction.
+"""One way to build an environment (like ``gymnasium.envs.registration``): spec files, registration, ``make``.
 
 A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
 
@@ -339,7 +339,7 @@ def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) ->
         return env_id
     if env_id in gym.registry:
         del gym.registry[env_id]
-    gym.register(env_id, entry_point="forecast_dojo.make:make", kwargs={"spec": target})
+    gym.register(env_id, entry_point="forecast_dojo.registration:make", kwargs={"spec": target})
     return env_id
 
 

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import forecast_dojo
 from forecast_dojo.agents.base import tool_call
-from forecast_dojo.make import DojoSpec, SpecError, builtin_spec_paths, make
+from forecast_dojo.registration import DojoSpec, SpecError, builtin_spec_paths, make
 from tests.conftest import tiny_events
 
 
@@ -152,7 +152,7 @@ def test_every_shipped_spec_is_registered_from_package_data():
     for path in builtin_spec_paths():
         spec = DojoSpec.from_toml(path)
         assert spec.env_id in gym.registry
-        assert gym.spec(spec.env_id).entry_point == "forecast_dojo.make:make"
+        assert gym.spec(spec.env_id).entry_point == "forecast_dojo.registration:make"
         assert Path(forecast_dojo.__file__).parent in path.parents  # inside the package, not the repo
 
 
@@ -160,7 +160,7 @@ def test_register_a_spec_and_an_env_folder(tmp_path, tiny_corpus_dir, monkeypatc
     import subprocess
     import sys
 
-    from forecast_dojo.make import register
+    from forecast_dojo.registration import register
     from forecast_dojo.schema import save_events
 
     save_events(tiny_events(), tmp_path / "events.jsonl")

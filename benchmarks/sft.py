@@ -1,0 +1,187 @@
+"""SFT at the CPU defaults: peak RSS, seconds per optimizer step, and the data path's share of the time.
+
+Baseline (same run, same tokens): bare TRL, i.e. ``SFTTrainer`` on the already tokenized sequences
+(``input_ids`` + ``assistant_masks``), so it skips our export and TRL's own chat-template tokenization.
+Each configuration runs in a fresh subprocess so its peak RSS is its own.
+
+    python benchmarks/sft.py                 # SmolLM2-135M, 3 optimizer steps per configuration
+    python benchmarks/sft.py --steps 5 --events 8
+
+Goals (issue 11): peak RSS <= 4 GB at the defaults; data path <= 10 % of the time of bare TRL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_logs(out: Path, n_events: int, embedder: str) -> list[Path]:
+    """Scripted EvidenceAgent trajectories on training events of the synthetic world, both memory modes."""
+    from forecast_dojo.agents import EvidenceAgent
+    from forecast_dojo.evaluation.runner import run_episodes
+    from forecast_dojo.registration import make
+    from forecast_dojo.synthetic.split import synthetic_split
+
+    events = list(synthetic_split(0).train[:n_events])
+    logs = []
+    for memory in ("none", "notebook"):
+        log = out / f"evidence-{memory}"
+        env = make("Synthetic-v0", memory=memory, embedder=embedder, log_dir=log, python_runner=None)
+        run_episodes(env, EvidenceAgent, events, progress=False)
+        env.close()
+        logs.append(log)
+    return logs
+
+
+def child(mode: str, data: str, model: str, steps: int, out: str) -> None:
+    """One configuration, in its own process; prints a JSON line with its measurements."""
+    from transformers import TrainerCallback
+
+    from forecast_dojo.training.sft import SFTArguments, sft_config
+
+    step_times: list[float] = []
+
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            step_times.append(time.perf_counter() - self.t0)
+
+    from trl import SFTTrainer
+
+    from forecast_dojo.agents.llm import load_model, load_tokenizer
+    from forecast_dojo.training.export import load_sft_dataset
+
+    args = SFTArguments(model=model, data=[data], output_dir=out, max_steps=steps, bf16=(mode == "ours-bf16"))
+    tokenizer = load_tokenizer(model)
+    loaded_model = load_model(model)
+    t0 = time.perf_counter()
+    dataset = load_sft_dataset(data)
+    if mode == "bare-trl":
+        # The same tokens, prepared once outside the trainer (what the data path costs is this work).
+        def encode(row):
+            out = tokenizer.apply_chat_template(
+                row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            )
+            return {"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}
+
+        dataset = dataset.map(encode, remove_columns=dataset.column_names)
+        prepared = time.perf_counter() - t0
+        t0 = time.perf_counter()
+    else:
+        prepared = 0.0
+    trainer = SFTTrainer(
+        model=loaded_model,
+        args=sft_config(args),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[Timer()],
+    )
+    setup = time.perf_counter() - t0  # loading the export + TRL's tokenization (bare: nothing to tokenize)
+    t1 = time.perf_counter()
+    trainer.train()
+    train_wall = time.perf_counter() - t1
+    tokens = sum(len(x) for x in trainer.train_dataset["input_ids"])
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "mode": mode,
+                "rows": len(dataset),
+                "tokens": tokens,
+                "setup_s": setup,
+                "pre_tokenize_s": prepared,
+                "train_s": train_wall,
+                "step_s": step_times,
+                "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+            }
+        ),
+        flush=True,
+    )
+
+
+def main() -> int:
+    """Make logs, export them (timed), run each configuration in a subprocess and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--steps", type=int, default=3, help="optimizer steps per configuration")
+    parser.add_argument("--events", type=int, default=6, help="training events to log")
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--modes", nargs="+", default=["ours", "bare-trl", "ours-bf16"])
+    parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        mode, data, model, out = args.child
+        child(mode, data, model, args.steps, out)
+        return 0
+
+    from forecast_dojo.training.export import ExportConfig, export_sft
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        t0 = time.perf_counter()
+        logs = make_logs(tmp_path / "logs", args.events, args.embedder)
+        log_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        export_sft(logs, tmp_path / "data", ExportConfig(max_tokens=2048))
+        export_s = time.perf_counter() - t0
+        results = []
+        for mode in args.modes:
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--steps",
+                    str(args.steps),
+                    "--child",
+                    mode,
+                    str(tmp_path / "data"),
+                    args.model,
+                    str(tmp_path / mode),
+                ],
+                capture_output=True,
+                text=True,
+                env={"PYTHONPATH": str(REPO), **__import__("os").environ},
+            )
+            line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+            if line is None:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"{mode} failed")
+            results.append(json.loads(line.removeprefix("RESULT ")))
+
+    print(
+        f"\nteacher logs: {log_s:.1f} s; export ({results[0]['rows']} rows, {results[0]['tokens']:,} tokens): {export_s:.1f} s"
+    )
+    print(f"{'mode':<10} {'peak RSS GB':>11} {'setup s':>8} {'s/step (median)':>16} {'train s':>8}")
+    by_mode = {}
+    for r in results:
+        steps = sorted(r["step_s"][1:] or r["step_s"])  # the first step warms up
+        median = steps[len(steps) // 2]
+        by_mode[r["mode"]] = (r, median)
+        print(
+            f"{r['mode']:<10} {r['peak_rss_gb']:>11.2f} {r['setup_s'] + r['pre_tokenize_s']:>8.1f} {median:>16.2f} {r['train_s']:>8.1f}"
+        )
+    if "ours" in by_mode and "bare-trl" in by_mode:
+        ours, ours_step = by_mode["ours"]
+        bare, bare_step = by_mode["bare-trl"]
+        ours_total = export_s + ours["setup_s"] + ours["train_s"]
+        bare_total = bare["setup_s"] + bare["pre_tokenize_s"] + bare["train_s"]
+        print(
+            f"data path: per step {ours_step - bare_step:+.2f} s ({(ours_step - bare_step) / bare_step:+.1%} of bare TRL's step); "
+            f"whole run incl. export {ours_total - bare_total:+.1f} s ({(ours_total - bare_total) / bare_total:+.1%})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

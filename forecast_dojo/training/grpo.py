@@ -1,0 +1,437 @@
+"""GRPO with TRL's ``GRPOTrainer``: one forecast step per prompt, the env's tools, the step's proper score as reward.
+
+How the env meets TRL's ``environment_factory`` API:
+
+* a dataset row is one forecast step: ``prompt`` (the env's own ``[system, user]`` messages for that
+  state), ``event_id``, ``step``, ``notebook`` (the carried notebook in memory-on mode, or None),
+  ``outcomes`` and ``outcome_index`` (for plain reward functions; never shown to the model). Every
+  completion of a group starts from the identical state: :meth:`ForecastStepEnv.reset` replays the
+  step with ``env.reset(event_id, options={"step", "notebook"})`` and checks that the env's prompt is
+  exactly the row's prompt;
+* the tools are methods with docstrings (``search``, ``read``, ``submit_forecast``, and ``python``
+  when the sandbox is available), each one ``env.step`` with one call, so the env's budgets,
+  validation and leakage checks all apply;
+* ``submit_forecast`` ends the episode: the env moves to its next step, but its prompt is never
+  returned into the rollout, and every later call is refused (and changes nothing: the reward was
+  fixed at the submission);
+* :meth:`ForecastStepEnv.get_reward` is the step's proper score, or uniform's score minus a penalty
+  for an invalid or missing forecast (see :mod:`forecast_dojo.training.rewards`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.training.rewards import INVALID_PENALTY, MISSING_PENALTY, Submission, step_reward
+
+REFUSED = "Refused: this forecast step already ended with your submission. Do not call any more tools."
+
+
+def _prompt_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+class ForecastStepEnv:
+    """One forecast step of a :class:`~forecast_dojo.env.ForecastDojoEnv` as a TRL environment.
+
+    TRL exposes every public method except ``reset`` and ``get_reward`` as a tool; their docstrings
+    and type hints become the tool schemas.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        *,
+        rule: str = "brier",
+        invalid_penalty: float = INVALID_PENALTY,
+        missing_penalty: float = MISSING_PENALTY,
+    ) -> None:
+        self.env = env
+        self.rule = rule
+        self.invalid_penalty = invalid_penalty
+        self.missing_penalty = missing_penalty
+        self.ended = True
+        self.event: Any = None
+        self.outcome: dict[str, Any] | None = None
+        self.calls = 0
+
+    def reset(
+        self, event_id: str, step: int, notebook: str | None = None, prompt: Any = None, **_: Any
+    ) -> None:
+        """Replay forecast step ``step`` of ``event_id`` (with the carried ``notebook``); the row holds the prompt.
+
+        Returns None: TRL renders the row's ``prompt``, which must equal the env's prompt for this state.
+        """
+        options: dict[str, Any] = {"step": int(step)}
+        if notebook:
+            options["notebook"] = json.loads(notebook) if isinstance(notebook, str) else notebook
+        observation, _ = self.env.reset(event_id, options=options)
+        if prompt is not None and _prompt_messages(prompt) != _prompt_messages(observation["messages"]):
+            raise ValueError(
+                f"the dataset's prompt for {event_id!r} step {step} differs from the env's: rebuild the dataset "
+                "with build_grpo_dataset for this env"
+            )
+        self.event = self.env.event
+        self.ended = False
+        self.outcome = None
+        self.calls = 0
+        return None
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> str:
+        if self.ended:
+            return REFUSED
+        self.calls += 1
+        action = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            ],
+        }
+        observation, _, _, _, info = self.env.step(action)
+        if info["step_ended"]:
+            # The env has moved on (its observation is the next step's prompt): none of it enters the rollout.
+            self.ended = True
+            self.outcome = {
+                "valid": info["valid"],
+                "flags": list(info["flags"]),
+                "forecast": info["forecast"],
+            }
+            if "no_submission" in info["flags"]:
+                return "The step ended without a forecast (budget spent). Do not call any more tools."
+            if not info["valid"]:
+                return "Invalid forecast: the uniform distribution was recorded. The step is over."
+            return "Forecast recorded. The step is over."
+        return "\n\n".join(m["content"] for m in observation["messages"])
+
+    def search(self, query: str, top_k: int = 10) -> str:
+        """Search the news archive for documents available before the forecast date.
+
+        Args:
+            query: What to look for, in plain words (names, places, topics).
+            top_k: How many results to return, from 1 to 20.
+
+        Returns:
+            The results as JSON: id, title, date, source, score and a snippet of each document.
+        """
+        return self._call("search", {"query": query, "top_k": top_k})
+
+    def read(self, doc_id: str, offset: int = 0, limit: int = 20000) -> str:
+        """Read the full text of a document that a search in this step returned, one page at a time.
+
+        Args:
+            doc_id: The id of a search result.
+            offset: Character offset to start from (use the previous page's next_offset).
+            limit: Maximum number of characters to return, up to 20000.
+
+        Returns:
+            The document page as JSON (id, title, date, source, url, offset, text, next_offset).
+        """
+        return self._call("read", {"doc_id": doc_id, "offset": offset, "limit": limit})
+
+    def submit_forecast(
+        self,
+        probabilities: dict[str, float] | list[float],
+        notebook: dict | None = None,
+        rationale: str | None = None,
+    ) -> str:
+        """Submit your final probability forecast for this step; this ends the step.
+
+        Args:
+            probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
+            notebook: Memory mode only: your belief notebook to carry to the next step.
+            rationale: A short explanation of the forecast (logged, not scored).
+
+        Returns:
+            Whether the forecast was recorded.
+        """
+        arguments: dict[str, Any] = {"probabilities": probabilities}
+        if notebook is not None:
+            arguments["notebook"] = notebook
+        if rationale is not None:
+            arguments["rationale"] = rationale
+        return self._call("submit_forecast", arguments)
+
+    def get_reward(self) -> float:
+        """The step's proper score; uniform's score minus a penalty for an invalid or missing forecast."""
+        event = self.event
+        if self.outcome is None or "no_submission" in self.outcome["flags"]:
+            submission = Submission(None, "missing")
+        elif not self.outcome["valid"]:
+            submission = Submission(None, "invalid")
+        else:
+            submission = Submission(tuple(self.outcome["forecast"]), None)
+        return step_reward(
+            submission,
+            event.outcome_index,
+            len(event.outcomes),
+            rule=self.rule,
+            invalid_penalty=self.invalid_penalty,
+            missing_penalty=self.missing_penalty,
+        )
+
+
+class ForecastStepEnvWithPython(ForecastStepEnv):
+    """:class:`ForecastStepEnv` plus the sandboxed ``python`` tool (use only where the sandbox works)."""
+
+    def python(self, code: str) -> str:
+        """Run Python code in an isolated sandbox (no network, no files, time and memory limits) and get its output.
+
+        Args:
+            code: A complete Python program; print what you want to see.
+
+        Returns:
+            The program's output (stdout, then stderr), or the error.
+        """
+        return self._call("python", {"code": code})
+
+
+def environment_factory(
+    make_env: Callable[[], Any], *, python: bool | None = None, **options: Any
+) -> Callable[[], ForecastStepEnv]:
+    """A zero-argument factory of :class:`ForecastStepEnv` for ``GRPOTrainer(environment_factory=...)``.
+
+    Args:
+        make_env: builds the underlying env (same events, memory mode and tools as the dataset's).
+        python: expose the python tool; default: when ``forecast_dojo.sandbox`` reports a working sandbox.
+        **options: ``rule``, ``invalid_penalty``, ``missing_penalty``.
+
+    Returns:
+        The factory.
+    """
+    if python is None:
+        from forecast_dojo.sandbox import sandbox_available
+
+        python = sandbox_available()[0]
+    cls = ForecastStepEnvWithPython if python else ForecastStepEnv
+
+    def factory() -> ForecastStepEnv:
+        return cls(make_env(), **options)
+
+    return factory
+
+
+def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
+    """The notebook each logged step started from, per (event, step) (the first log wins)."""
+    from forecast_dojo.training.export import _read_records, _run_dirs
+
+    notebooks: dict[tuple[str, int], str] = {}
+    for run_dir in _run_dirs(logs):
+        for record in _read_records(run_dir):
+            if record.get("memory") == "notebook" and record.get("notebook_in"):
+                notebooks.setdefault((record["event_id"], int(record["step"])), record["notebook_in"])
+    return notebooks
+
+
+def build_grpo_dataset(
+    env: Any,
+    event_ids: Sequence[str],
+    *,
+    notebooks: dict[tuple[str, int], str] | None = None,
+) -> Any:
+    """One row per forecast step of ``event_ids``, with the prompt the env shows in that state.
+
+    Args:
+        env: the env the trainer's environments replicate (same memory mode).
+        event_ids: training events only (see ``forecast_dojo.synthetic.split``).
+        notebooks: carried notebooks per (event, step), e.g. :func:`notebooks_from_logs` of a teacher's
+            memory-on log; steps without one start with no notebook.
+
+    Returns:
+        A ``datasets.Dataset`` with ``prompt``, ``event_id``, ``step``, ``notebook``, ``outcomes``,
+        ``outcome_index``.
+    """
+    from datasets import Dataset
+
+    rows = []
+    for event_id in event_ids:
+        event = next(e for e in env.events if e.id == event_id)
+        for step in range(event.n_steps):
+            notebook = (notebooks or {}).get((event_id, step)) if env.memory == "notebook" else None
+            options: dict[str, Any] = {"step": step}
+            if notebook:
+                options["notebook"] = json.loads(notebook)
+            observation, _ = env.reset(event_id, options=options)
+            rows.append(
+                {
+                    "prompt": _prompt_messages(observation["messages"]),
+                    "event_id": event_id,
+                    "step": step,
+                    "notebook": notebook,
+                    "outcomes": list(event.outcomes),
+                    "outcome_index": event.outcome_index,
+                }
+            )
+    return Dataset.from_list(rows)
+
+
+def set_response_template(tokenizer: Any) -> Any:
+    """Tell ``tokenizer.parse_response`` how :data:`TOOL_CHAT_TEMPLATE` writes a reply (ChatML + ``<tool_call>``).
+
+    TRL parses tool calls out of generated text with it; it recognizes only stock templates.
+    """
+    from trl.chat_template_utils import qwen3_template
+
+    tokenizer.response_template = dict(
+        qwen3_template
+    )  # same wire format: <tool_call>{json}</tool_call>, <|im_end|>
+    return tokenizer
+
+
+@dataclass
+class GRPOArguments:
+    """Arguments of a GRPO run (CPU-sized defaults; see docs/training.md for a GPU recipe).
+
+    Attributes:
+        model: ``"smollm2"``, an HF model id or a checkpoint (e.g. an SFT output).
+        output_dir: where the checkpoint goes.
+        memory: the env's memory mode.
+        events: training event ids (default: the synthetic world's training split).
+        notebook_logs: memory-on logs whose carried notebooks seed the prompts.
+        max_steps: optimizer steps.
+        num_generations: completions per prompt (the group).
+        per_device_train_batch_size: completions per device batch (a multiple of ``num_generations``).
+        max_completion_length: tokens per rollout, tool results included.
+        max_tool_calling_iterations: tool rounds per rollout.
+        learning_rate: the learning rate.
+        temperature: sampling temperature.
+        rule: the proper score used as reward.
+        invalid_penalty: subtracted from uniform's score for an invalid forecast.
+        missing_penalty: subtracted from uniform's score when nothing was submitted.
+        python: expose the python tool (None: when the sandbox works).
+        embedder: the synthetic world's embedder.
+        seed: the seed.
+        use_vllm: generate with vLLM (GPU).
+        use_cpu: force the CPU.
+        extra: further ``GRPOConfig`` fields.
+    """
+
+    model: str = "smollm2"
+    output_dir: str = "grpo-out"
+    memory: str = "none"
+    events: list[str] = field(default_factory=list)
+    notebook_logs: list[str] = field(default_factory=list)
+    max_steps: int = 10
+    num_generations: int = 4
+    per_device_train_batch_size: int = 4
+    max_completion_length: int = 512
+    max_tool_calling_iterations: int = 4
+    learning_rate: float = 1e-6
+    temperature: float = 1.0
+    rule: str = "brier"
+    invalid_penalty: float = INVALID_PENALTY
+    missing_penalty: float = MISSING_PENALTY
+    python: bool | None = None
+    embedder: str = "minilm"
+    seed: int = 0
+    use_vllm: bool = False
+    use_cpu: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def grpo_config(args: GRPOArguments) -> Any:
+    """The ``trl.GRPOConfig`` these arguments describe."""
+    import torch
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(Path(args.output_dir) / "trainer"),
+        max_steps=args.max_steps,
+        num_generations=args.num_generations,
+        per_device_train_batch_size=args.per_device_train_batch_size,
+        max_completion_length=args.max_completion_length,
+        max_tool_calling_iterations=args.max_tool_calling_iterations,
+        learning_rate=args.learning_rate,
+        temperature=args.temperature,
+        bf16=False,
+        gradient_checkpointing=False,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=args.seed,
+        use_vllm=args.use_vllm,
+        use_cpu=args.use_cpu or not torch.cuda.is_available(),
+        **args.extra,
+    )
+
+
+def train_grpo(
+    args: GRPOArguments,
+    *,
+    make_env: Callable[[], Any] | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> Path:
+    """Run GRPO on forecast steps of training events and save a playable checkpoint.
+
+    Args:
+        args: the run's arguments.
+        make_env: builds the env (default: the synthetic world, ``args.memory``, no logging).
+        model: an already loaded model (default ``load_model(args.model)``).
+        tokenizer: its tokenizer (default ``load_tokenizer(args.model)``).
+
+    Returns:
+        The checkpoint directory (with ``grpo_run.json``: arguments, steps, rewards, wall time).
+    """
+    from trl import GRPOTrainer
+
+    from forecast_dojo.agents.llm import load_model, load_tokenizer, save_checkpoint
+
+    synthetic = make_env is None
+    if make_env is None:
+        from forecast_dojo.registration import make
+
+        def make_env() -> Any:
+            return make("Synthetic-v0", memory=args.memory, embedder=args.embedder)
+
+    env = make_env()
+    events = list(args.events)
+    if synthetic:
+        from forecast_dojo.synthetic.split import synthetic_split
+
+        split = synthetic_split(0)
+        held_out = sorted(set(events) & set(split.held_out))
+        if held_out:
+            raise ValueError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
+        events = events or list(split.train)
+    elif not events:
+        events = [e.id for e in env.events]
+    notebooks = notebooks_from_logs(args.notebook_logs) if args.notebook_logs else None
+    dataset = build_grpo_dataset(env, events, notebooks=notebooks)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
+    set_response_template(tokenizer)
+    tokenizer.padding_side = "left"
+    model = model if model is not None else load_model(args.model)
+    factory = environment_factory(
+        make_env,
+        python=args.python,
+        rule=args.rule,
+        invalid_penalty=args.invalid_penalty,
+        missing_penalty=args.missing_penalty,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        args=grpo_config(args),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        environment_factory=factory,
+    )
+    started = time.perf_counter()
+    result = trainer.train()
+    wall = time.perf_counter() - started
+    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
+    summary = {
+        "arguments": dataclasses.asdict(args),
+        "prompts": len(dataset),
+        "global_step": result.global_step,
+        "wall_seconds": round(wall, 1),
+        "log_history": trainer.state.log_history,
+    }
+    (out / "grpo_run.json").write_text(json.dumps(summary, indent=2, default=str))
+    return out
