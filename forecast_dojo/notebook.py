@@ -34,6 +34,8 @@ class NotebookError(ForecastDojoError, ValueError):
 
 @dataclass(frozen=True)
 class EvidenceEntry:
+    """One ledger line: a claim, its date (ISO day, never after the forecast date) and the documents behind it."""
+
     claim: str
     date: str
     doc_ids: tuple[str, ...] = ()
@@ -48,6 +50,7 @@ class Notebook:
     open_questions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        """The notebook as plain JSON values."""
         return {
             "assessment": dict(self.assessment),
             "evidence": [
@@ -57,6 +60,7 @@ class Notebook:
         }
 
     def to_json(self) -> str:
+        """The notebook as a JSON string (keys in schema order, non-ASCII kept)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
 
 

@@ -193,10 +193,12 @@ class Event:
 
     @property
     def outcome_index(self) -> int:
+        """Position of the resolved outcome in ``outcomes``."""
         return self.outcomes.index(self.outcome)
 
     @property
     def n_steps(self) -> int:
+        """Number of forecast steps (one per cutoff)."""
         return len(self.cutoffs)
 
     def text_at(self, step: int) -> tuple[str, str, str]:

@@ -41,4 +41,5 @@ def all_scores(probabilities: Sequence[float], outcome: int) -> dict[str, float]
 
 
 def uniform(k: int) -> tuple[float, ...]:
+    """The uniform forecast over ``k`` outcomes."""
     return tuple(1.0 / k for _ in range(k))

@@ -247,6 +247,7 @@ class ForecastTools:
             return None, str(err)
 
     def functions(self) -> dict[str, Callable[..., ToolResult]]:
+        """Every tool by name, as bound methods of this toolbox."""
         return {name: getattr(self, name) for name in TOOL_NAMES}
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:

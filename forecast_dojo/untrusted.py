@@ -106,8 +106,10 @@ def loads(text: str, *, max_chars: int, what: str = "value") -> Any:
 
 
 def to_json_value(value: Any, *, max_chars: int, what: str = "value") -> Any:
-    """A copy of ``value`` built only of ``dict`` (string keys), ``list``, ``str``, finite ``float``,
-    ``int`` of at most :data:`MAX_INT_DIGITS` digits, ``bool`` and ``None``, with clean strings.
+    """A copy of ``value`` built only of plain JSON values, with clean strings.
+
+    Plain JSON values: ``dict`` (string keys), ``list``, ``str``, finite ``float``, ``int`` of at most
+    :data:`MAX_INT_DIGITS` digits, ``bool`` and ``None``.
 
     Tuples become lists; other numbers (numpy scalars) become ``int``/``float``. The size counts one
     per node plus every string's length and must stay within ``max_chars``; nesting within

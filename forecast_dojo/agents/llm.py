@@ -104,6 +104,7 @@ class TransformersAgent(ConversationAgent):
         return ids
 
     def respond(self, observation: dict[str, Any]) -> dict[str, Any]:
+        """Generate the next assistant message from the conversation so far (the most recent context)."""
         import torch
 
         ids = self.prompt_ids()

@@ -119,6 +119,7 @@ class BM25Index:
         return rank_candidates(rows, scores, top_k)
 
     def memory_bytes(self) -> int:
+        """Approximate resident size of the index: its arrays plus the vocabulary strings."""
         arrays = (self.offsets, self.rows, self.tfs, self.doc_lengths, self.prefix_lengths)
         return int(sum(a.nbytes for a in arrays) + sum(len(t) + 60 for t in self.vocabulary))
 

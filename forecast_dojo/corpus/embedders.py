@@ -22,7 +22,9 @@ class Embedder(Protocol):
     name: str
     dim: int
 
-    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray: ...
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` as a ``(len(texts), dim)`` float32 matrix of unit-norm rows."""
+        ...
 
 
 def _clean(texts: list[str]) -> list[str]:
@@ -68,6 +70,7 @@ class MiniLMEmbedder:
         self.model.max_seq_length = max_seq_length
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` with MiniLM as unit-norm float32 rows (one thread for a handful of texts)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         threads = 1 if len(texts) <= 4 else os.cpu_count() or 1
@@ -98,6 +101,7 @@ class HashingEmbedder:
         return words + [f"{a}_{b}" for a, b in zip(words, words[1:], strict=False)]
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` as signed feature-hashed word and bigram counts, normalized to unit length."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for feature in self._features(text):
@@ -138,6 +142,7 @@ class StaticMiniLMEmbedder:
         self.tokenizer.enable_truncation(self.MAX_TOKENS)
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` as the unit-normalized sum of their known tokens' distilled static rows."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -157,8 +162,11 @@ class StaticMiniLMEmbedder:
 
 
 def get_embedder(name: str) -> Embedder:
-    """An embedder by the name stored in a manifest: ``all-MiniLM-L6-v2@<len>``, ``static-minilm-<dim>``
-    or ``hashing-bow-<dim>``; or a short name: ``minilm``, ``static-minilm``, ``hashing``."""
+    """An embedder by the name stored in a manifest or by a short name.
+
+    Manifest names: ``all-MiniLM-L6-v2@<len>``, ``static-minilm-<dim>``, ``hashing-bow-<dim>``; short
+    names: ``minilm``, ``static-minilm``, ``hashing``.
+    """
     if name.startswith("all-MiniLM-L6-v2"):
         _, _, length = name.partition("@")
         return MiniLMEmbedder(max_seq_length=int(length) if length else 128)

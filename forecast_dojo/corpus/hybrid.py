@@ -39,6 +39,7 @@ class HybridRetriever:
         self.k = k
 
     def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
+        """The ``top_k`` visible rows by reciprocal-rank fusion of every retriever's ranking."""
         if n_visible <= 0 or top_k <= 0:
             return []
         depth = max(self.depth, top_k)

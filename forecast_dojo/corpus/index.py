@@ -54,9 +54,13 @@ class DenseIndex(Protocol):
 
     kind: str
 
-    def search(self, queries: np.ndarray, n_visible: int, top_k: int) -> list[list[tuple[int, float]]]: ...
+    def search(self, queries: np.ndarray, n_visible: int, top_k: int) -> list[list[tuple[int, float]]]:
+        """Per query, the ``top_k`` rows among the first ``n_visible`` as ``(row, score)``, best first."""
+        ...
 
-    def memory_bytes(self) -> int: ...
+    def memory_bytes(self) -> int:
+        """Approximate resident size of the index in bytes."""
+        ...
 
 
 def choose_dense_kind(n_documents: int) -> str:
@@ -76,8 +80,11 @@ def _as_queries(queries: np.ndarray, dim: int) -> np.ndarray:
 
 
 def _inner_products(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """``block @ queries.T``. One query goes through numpy's own single-threaded SIMD loop: a BLAS
-    call would wake its thread pool, which on a busy machine costs ~100x the arithmetic (measured)."""
+    """``block @ queries.T``.
+
+    One query goes through numpy's own single-threaded SIMD loop: a BLAS call would wake its thread
+    pool, which on a busy machine costs ~100x the arithmetic (measured).
+    """
     if queries.shape[0] == 1:
         return np.einsum("ij,j->i", block, queries[0])[:, None]
     return block @ queries.T
@@ -118,9 +125,11 @@ class ExactIndex:
     kind: str = "exact"
 
     def search(self, queries: np.ndarray, n_visible: int, top_k: int) -> list[list[tuple[int, float]]]:
+        """Exact inner-product top-k over the visible prefix of the vectors."""
         return exact_search(self.vectors, queries, n_visible, top_k)
 
     def memory_bytes(self) -> int:
+        """Size of the float32 vectors in bytes."""
         return int(self.vectors.shape[0] * self.vectors.shape[1] * 4)
 
 
@@ -223,8 +232,10 @@ class IVFIndex:
         return built
 
     def calibrate(self, sample: int = 256, top_k: int = 10) -> int:
-        """The cheapest ``nprobe`` (and, for quantized codes, re-rank depth) whose recall@k against the
-        exact scan reaches ``target_recall``; sets ``params.rerank`` and returns ``nprobe``.
+        """The cheapest ``nprobe`` (and re-rank depth) whose recall@k reaches ``target_recall``.
+
+        Recall is measured against the exact scan; the re-rank depth matters for quantized codes.
+        Sets ``params.rerank`` and returns ``nprobe``.
 
         Recall depends on the data (real text embeddings need several times the probes of synthetic
         clusters), so it is measured, not guessed: random rows serve as queries, each row itself is
@@ -259,10 +270,12 @@ class IVFIndex:
         return nprobe
 
     def visibility_arrays(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """The inverted list of every row (int32) and per-list counts at prefix checkpoints every
-        ``step`` rows: what :meth:`probe_plan` needs to count visible vectors per list. Persisted
-        beside the index (``*.lists.npy``, memory-mapped and shared between processes) or, for an
-        index saved without them, computed from the inverted lists on first use."""
+        """The inverted list of every row (int32) and per-list counts at prefix checkpoints.
+
+        Checkpoints come every ``step`` rows: what :meth:`probe_plan` needs to count visible vectors per
+        list. Persisted beside the index (``*.lists.npy``, memory-mapped and shared between processes)
+        or, for an index saved without them, computed from the inverted lists on first use.
+        """
         if self._checkpoints is None:
             import faiss
 
@@ -318,7 +331,7 @@ class IVFIndex:
         return np.ascontiguousarray(lists[:, :width]), np.ascontiguousarray(scores[:, :width])
 
     def search(self, queries: np.ndarray, n_visible: int, top_k: int) -> list[list[tuple[int, float]]]:
-
+        """Top-k among the first ``n_visible`` rows: an exact scan for small prefixes, else IVF probing."""
         queries = _as_queries(queries, self.vectors.shape[1])
         n_visible = max(0, min(int(n_visible), int(self.index.ntotal)))
         if n_visible == 0 or top_k <= 0:
@@ -395,6 +408,7 @@ class IVFIndex:
 
     @classmethod
     def read(cls, kind: str, path: Path, vectors: np.ndarray, params: IVFParams) -> IVFIndex:
+        """Open a saved index memory-mapped read-only, checking it holds exactly ``vectors``' shape."""
         import faiss
 
         # IO_FLAG_MMAP: the inverted lists (codes and ids) stay in the file, mapped read-only.

@@ -20,7 +20,9 @@ class Retriever(Protocol):
 
     name: str
 
-    def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]: ...
+    def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
+        """The ``top_k`` rows among the first ``n_visible`` as ``(row, score)``, best first."""
+        ...
 
 
 def top_k_rows(scores: np.ndarray, top_k: int, offset: int = 0) -> list[tuple[int, float]]:

@@ -48,6 +48,7 @@ class QueryCache:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def __call__(self, query: str) -> np.ndarray:
+        """The query's embedding, from the cache when it was embedded recently."""
         vector = self._cache.get(query)
         if vector is None:
             vector = self.embedder.encode([query])[0]
@@ -71,6 +72,7 @@ class DenseRetriever:
         self.embed_query = QueryCache(embedder)
 
     def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
+        """The ``top_k`` visible rows by inner product with the query's embedding."""
         if n_visible <= 0 or top_k <= 0:
             return []
         return self.index.search(self.embed_query(query)[None, :], n_visible, top_k)[0]
@@ -92,6 +94,7 @@ class BM25Retriever:
         self.index = index
 
     def search(self, query: str, n_visible: int, top_k: int) -> list[tuple[int, float]]:
+        """The ``top_k`` visible rows by BM25 score."""
         return self.index.search(query, n_visible, top_k)
 
 

@@ -446,8 +446,10 @@ class CorpusWriter:
             self.filled = 0
 
     def finish(self, build_config: dict[str, Any] | None = None, *, verify: bool = True) -> Corpus:
-        """Write the last shard, the document files and the sealed manifest; returns the corpus
-        (verified in full unless ``verify=False``: a benchmark times that step on its own)."""
+        """Write the last shard, the document files and the sealed manifest; returns the corpus.
+
+        The corpus is verified in full unless ``verify=False`` (a benchmark times that step on its own).
+        """
         self._flush()
         fields = self.documents.close()
         _seal(
@@ -798,8 +800,10 @@ class Corpus:
                 )
 
     def verify(self, *, progress: bool = True) -> dict[str, Any]:
-        """Check every byte: all files' sha256 (indexes too), every row's digest, the documents hash,
-        order, unique ids, and the numeric arrays against the documents. Raises :class:`CorpusError`.
+        """Check every byte of the corpus; raises :class:`CorpusError` on the first mismatch.
+
+        Checked: all files' sha256 (indexes too), every row's digest, the documents hash, order, unique
+        ids, and the numeric arrays against the documents.
 
         Returns a summary (rows, bytes hashed, seconds) for ``forecast-dojo corpus verify``.
         """
@@ -855,8 +859,10 @@ class Corpus:
         return {"rows": n, "files": len(files), "seconds": round(time.perf_counter() - started, 3)}
 
     def check_embedder(self, embedder: Embedder) -> None:
-        """Fail unless ``embedder`` is the model this corpus was embedded with: same name and
-        dimension, and the probe row's text embeds to its stored vector (cosine >= 0.99)."""
+        """Fail unless ``embedder`` is the model this corpus was embedded with.
+
+        Same name and dimension, and the probe row's text embeds to its stored vector (cosine >= 0.99).
+        """
         if embedder.name != self.embedder_name or int(embedder.dim) != self.dim:
             raise CorpusError(
                 f"corpus {self.path} was embedded with {self.embedder_name!r}, not {embedder.name!r} "
@@ -1004,8 +1010,11 @@ class Corpus:
         self.manifest = on_disk
 
     def index_entry(self, name: str, *, verify: bool = True) -> dict[str, Any]:
-        """The manifest entry of a persisted index, after checking it indexes exactly this corpus
-        (sizes always; sha256 of files under 32 MiB with ``verify``; all of them in :meth:`verify`)."""
+        """The manifest entry of a persisted index, after checking it indexes exactly this corpus.
+
+        Sizes are always checked; sha256 of files under 32 MiB with ``verify``; all of them in
+        :meth:`verify`.
+        """
         entry = self.manifest.get("indexes", {}).get(name)
         if entry is None:
             known = sorted(self.manifest.get("indexes", {}))
@@ -1032,8 +1041,11 @@ class Corpus:
 
 
 def _map_random(path: Path) -> mmap.mmap:
-    """Map a file read-only with read-ahead off: a row's read then maps the pages it touches, not the
-    ~2 MB window the kernel would otherwise fault in around each random access (measured)."""
+    """Map a file read-only with read-ahead off.
+
+    A row's read then maps the pages it touches, not the ~2 MB window the kernel would otherwise
+    fault in around each random access (measured).
+    """
     with path.open("rb") as fh:
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     mapped.madvise(mmap.MADV_RANDOM)
