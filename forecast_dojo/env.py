@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -75,6 +75,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    _forced: bool  # the step's budget is spent: only submit_forecast may run (set per step)
 
     def __init__(
         self,
@@ -158,7 +159,8 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         }
         if self.show_episode_length:
             observation_spaces["n_steps"] = spaces.Discrete(MAX_STEPS_PER_EVENT + 1)
-        self.observation_space = spaces.Dict(observation_spaces)
+        # gymnasium types a Dict space's samples as dict[str, Any]; this one's are exactly an Observation.
+        self.observation_space = cast("spaces.Space[Observation]", spaces.Dict(observation_spaces))
         self._event: Event | None = None
         self._done = True
 
@@ -168,7 +170,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
         return copy.deepcopy(self._schemas)
 
-    def conversation(self) -> list[dict[str, Any]]:
+    def conversation(self) -> list[ChatMessage]:
         """The current step's whole transcript so far (system, prompt, turns, tool results)."""
         return copy.deepcopy(self._messages)
 
@@ -253,7 +255,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
         self._messages.append(parsed.message())
         self._add_usage(parsed)
-        new: list[dict[str, Any]] = []
+        new: list[ChatMessage] = []
         submission: ToolResult | None = None
         if parsed.error:
             new.append(self._notice(f"Error: {parsed.error}"))
@@ -315,7 +317,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._turns = 0
         self._tool_calls = 0
         self._forced = False
-        self._usage = {"prompt_tokens": None, "completion_tokens": None}
+        self._usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": None}
         self._notebook_in = notebook
         self._tool_log: list[ToolCallRecord] = []
         self._step_started = time.perf_counter()

@@ -7,6 +7,7 @@ to load a log with one schema). Build messages with :func:`chat_message`; never 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, TypedDict
 
 from forecast_dojo.untrusted import UntrustedInputError, loads
@@ -100,7 +101,7 @@ def decoded_arguments(arguments: Any) -> Any:
     return arguments
 
 
-def normalize_message(message: dict[str, Any]) -> ChatMessage:
+def normalize_message(message: Mapping[str, Any]) -> ChatMessage:
     """A message with exactly the five keys and tool-call arguments decoded (the form the log stores).
 
     Tool-call arguments are stored decoded (a dict), the form TRL and Hugging Face chat templates
