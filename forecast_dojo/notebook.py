@@ -121,7 +121,8 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
                 f"{where} has unknown keys {preview(sorted(set(entry) - {'claim', 'date', 'doc_ids'}))}"
             )
         try:
-            day = date.fromisoformat(entry.get("date")) if isinstance(entry.get("date"), str) else None
+            stated = entry.get("date")
+            day = date.fromisoformat(stated) if isinstance(stated, str) else None
         except ValueError:
             day = None
         if day is None:

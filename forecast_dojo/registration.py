@@ -217,7 +217,7 @@ def resolve_spec(spec_or_name: DojoSpec | str | os.PathLike[str]) -> DojoSpec:
     if text.endswith(".toml") or Path(text).is_file():
         return DojoSpec.from_toml(text)
     name = text.removeprefix(f"{ENV_NAMESPACE}/")
-    known = {}
+    known: dict[str, Path] = {}
     for path in _spec_paths():
         spec_name = _spec_name(path)
         if spec_name is not None:
@@ -327,6 +327,7 @@ def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) ->
     """
     import gymnasium as gym
 
+    target: DojoSpec | str
     if isinstance(spec, DojoSpec):
         env_id, target = spec.env_id, spec
     else:

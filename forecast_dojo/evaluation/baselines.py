@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from forecast_dojo.records import StepRecord
@@ -31,15 +30,13 @@ class BaseRate:
 
     def __init__(self, train_events: Sequence[Event], pseudocount: float = 1.0) -> None:
         self.pseudocount = pseudocount
-        self.by_source: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
-        self.by_labels: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        self.by_source: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+        self.by_labels: dict[tuple[str, ...], list[int]] = {}
         for event in train_events:
             k = len(event.outcomes)
             labels = tuple(event.outcomes)
-            for table, key in ((self.by_source, (event.source, labels)), (self.by_labels, labels)):
-                counts = table[key] or [0] * k
-                counts[event.outcome_index] += 1
-                table[key] = counts
+            self.by_source.setdefault((event.source, labels), [0] * k)[event.outcome_index] += 1
+            self.by_labels.setdefault(labels, [0] * k)[event.outcome_index] += 1
         self.n_train = len(train_events)
 
     def forecast(self, event: Event) -> tuple[float, ...]:

@@ -204,7 +204,7 @@ def event_bootstrap(
     *,
     n_boot: int = 1000,
     seed: int = 0,
-    statistic: Callable[[np.ndarray], float] | None = None,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[float, float, float]:
     """Event-clustered bootstrap of the mean of event means: (estimate, 2.5 %, 97.5 % percentiles).
 
@@ -215,7 +215,8 @@ def event_bootstrap(
         values_by_event: per event, the values of its steps.
         n_boot: number of bootstrap resamples.
         seed: seed of the resampling (same seed, same interval).
-        statistic: optional transform of each resample's mean (e.g. the Brier Index).
+        statistic: optional transform of each resample's mean, applied to an array of means at once
+            (so it must work elementwise on numpy arrays).
 
     Returns:
         (estimate, low, high).

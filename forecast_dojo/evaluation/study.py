@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +348,7 @@ def run_study(
                 jobs,
                 TrajectoryWriter(directory, probe.run_metadata, run_id=run_id),
                 probe,
-                lambda metadata=metadata, mode=mode: make_env(mode, metadata),
+                partial(make_env, mode, metadata),
                 factory,
                 concurrency,
                 tqdm(total=total, initial=done, desc=f"{name} / {mode}", unit="step", disable=not progress),

@@ -420,7 +420,9 @@ def train_grpo(
         args=grpo_config(args),
         train_dataset=dataset,
         processing_class=tokenizer,
-        environment_factory=factory,
+        # TRL's protocol types reset as `reset(**kwargs)`; it calls it with the row's columns as keywords,
+        # which ForecastStepEnv.reset names explicitly.
+        environment_factory=factory,  # type: ignore[arg-type]
     )
     started = time.perf_counter()
     result = trainer.train()
