@@ -7,6 +7,7 @@ evaluation honest: an agent cannot peek at scores or outcomes.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from forecast_dojo.messages import chat_message
@@ -42,7 +43,7 @@ class ConversationAgent:
     name = "conversation"
 
     def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Mapping[str, Any]] = []
         self._position: tuple[str, int] | None = None
 
     def act(self, observation: Observation) -> Action:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent
+from forecast_dojo.spaces import Observation
 
 # ChatML with tool calls written as <tool_call> blocks and tool results as <tool_response> blocks.
 # Each assistant turn's text, calls and closing <|im_end|> sit inside {% generation %} ... {% endgeneration %},
@@ -103,7 +104,7 @@ class TransformersAgent(ConversationAgent):
         ids = encoded["input_ids"][:, -self.max_prompt_tokens :]  # keep the most recent context
         return ids
 
-    def respond(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def respond(self, observation: Observation) -> dict[str, Any]:
         """Generate the next assistant message from the conversation so far (the most recent context)."""
         import torch
 

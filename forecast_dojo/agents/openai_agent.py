@@ -24,10 +24,12 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent
+from forecast_dojo.spaces import Observation
 
 TOOL_MODES = ("native", "text")
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -81,7 +83,9 @@ def _arguments_text(arguments: Any) -> str:
     return json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
 
 
-def to_openai_messages(messages: list[dict[str, Any]], tool_mode: str = "native") -> list[dict[str, Any]]:
+def to_openai_messages(
+    messages: Sequence[Mapping[str, Any]], tool_mode: str = "native"
+) -> list[dict[str, Any]]:
     """Messages as a strict OpenAI-compatible server accepts them.
 
     Keeps only the keys the API defines for each role and drops empty or null ones (no
@@ -177,7 +181,9 @@ def message_to_action(message: Any, usage: Any = None) -> dict[str, Any]:
     for raw in data.get("tool_calls") or []:
         if not isinstance(raw, dict):
             continue
-        function = raw.get("function") if isinstance(raw.get("function"), dict) else {}
+        function = raw.get("function")
+        if not isinstance(function, dict):
+            function = {}
         calls.append(
             {
                 "id": raw.get("id") or f"call_{uuid.uuid4().hex[:12]}",
@@ -254,7 +260,7 @@ class OpenAIAgent(ConversationAgent):
             kwargs["extra_body"] = dict(self.config.extra_body)
         return kwargs
 
-    def respond(self, observation: dict[str, Any]) -> dict[str, Any]:
+    def respond(self, observation: Observation) -> dict[str, Any]:
         """One completion for the step transcript so far, as an env action (never raises on server errors)."""
         kwargs = self.request()
         delay = self.config.backoff_s

@@ -14,7 +14,7 @@ import json
 import math
 import re
 from datetime import date
-from typing import Any
+from typing import Any, TypedDict
 
 from forecast_dojo.agents.base import ConversationAgent, tool_call
 from forecast_dojo.spaces import Observation
@@ -101,6 +101,14 @@ def _long_dates(question: str) -> set[str]:
     return out
 
 
+class StepFields(TypedDict):
+    """What an evidence agent reads from a step's observation: question, outcome labels, carried notebook."""
+
+    question: str
+    outcomes: list[str]
+    notebook: dict[str, Any] | None
+
+
 class EvidenceAgent(ConversationAgent):
     """Cue-weighted evidence reader (see module docstring). Deterministic given the observations."""
 
@@ -117,7 +125,7 @@ class EvidenceAgent(ConversationAgent):
 
     def on_new_step(self, observation: Observation) -> None:
         """Plan the step's searches from the question and outcomes; read the carried notebook."""
-        self.fields = {
+        self.fields: StepFields = {
             "question": observation["question"],
             "outcomes": list(observation["outcomes"]),
             "notebook": json.loads(observation["notebook"]) if observation["notebook"] else None,
