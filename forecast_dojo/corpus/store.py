@@ -991,7 +991,7 @@ class Corpus:
 
     def register_index(self, name: str, kind: str, files: list[str], params: dict[str, Any]) -> None:
         """Record an index written under :attr:`index_dir` in the manifest, pinned to this corpus."""
-        entry = {
+        entry: dict[str, Any] = {
             "kind": kind,
             "params": params,
             "n_documents": len(self),
