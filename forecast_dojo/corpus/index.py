@@ -32,13 +32,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.ranking import rank_candidates, top_k_rows
-from forecast_dojo.corpus.store import Corpus, CorpusError
+from forecast_dojo.corpus.store import Corpus, CorpusError, ShardedMatrix
+
+if TYPE_CHECKING:
+    import faiss
+
+Vectors = np.ndarray | ShardedMatrix
+"""Float32 rows: an array in memory or a corpus's memory-mapped :class:`ShardedMatrix`."""
 
 DENSE_KINDS = ("exact", "ivf-flat", "ivf-sq8", "ivf-pq")
 # ``auto`` picks the exact scan up to this many documents (a full scan then costs a few ms)...
@@ -91,7 +97,7 @@ def _inner_products(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def exact_search(
-    vectors: np.ndarray, queries: np.ndarray, n_visible: int, top_k: int
+    vectors: Vectors, queries: np.ndarray, n_visible: int, top_k: int
 ) -> list[list[tuple[int, float]]]:
     """Exact top-k of ``vectors[:n_visible] @ query`` per query, scanned in chunks to bound memory."""
     queries = _as_queries(queries, vectors.shape[1])
@@ -121,7 +127,7 @@ def exact_search(
 class ExactIndex:
     """Exact scan of the visible prefix (no index file; memory is the float matrix itself)."""
 
-    vectors: np.ndarray
+    vectors: Vectors
     kind: str = "exact"
 
     def search(self, queries: np.ndarray, n_visible: int, top_k: int) -> list[list[tuple[int, float]]]:
@@ -173,14 +179,14 @@ class IVFIndex:
 
     kind: str
     index: Any  # faiss.IndexIVF
-    vectors: np.ndarray
+    vectors: Vectors
     params: IVFParams
     _checkpoints: np.ndarray | None = field(default=None, repr=False)
     _list_of_row: np.ndarray | None = field(default=None, repr=False)
     _step: int = field(default=0, repr=False)
 
     @classmethod
-    def train(cls, kind: str, vectors: np.ndarray, params: IVFParams, *, progress: bool = True) -> IVFIndex:
+    def train(cls, kind: str, vectors: Vectors, params: IVFParams, *, progress: bool = True) -> IVFIndex:
         """Train the coarse quantizer (and codebooks) on a sample, then add every row in order."""
         import faiss
 
@@ -190,6 +196,7 @@ class IVFIndex:
         if n < params.nlist:
             raise ValueError(f"cannot train {params.nlist} inverted lists on {n} vectors")
         quantizer = faiss.IndexFlatIP(dim)
+        index: faiss.IndexIVF
         if kind == "ivf-flat":
             index = faiss.IndexIVFFlat(quantizer, dim, params.nlist, faiss.METRIC_INNER_PRODUCT)
         elif kind == "ivf-sq8":
@@ -199,13 +206,14 @@ class IVFIndex:
         else:
             if dim % params.pq_m:
                 raise ValueError(f"ivf-pq: dim {dim} is not divisible by pq_m={params.pq_m}")
-            index = faiss.IndexIVFPQ(
+            pq_index = faiss.IndexIVFPQ(
                 quantizer, dim, params.nlist, params.pq_m, params.pq_bits, faiss.METRIC_INNER_PRODUCT
             )
             # Codebook k-means costs points x 256 x dim x iterations: 64 points per code and 15 rounds
             # train in seconds instead of minutes, and exact re-ranking absorbs the coarser codes.
-            index.pq.cp.max_points_per_centroid = 64
-            index.pq.cp.niter = 15
+            pq_index.pq.cp.max_points_per_centroid = 64
+            pq_index.pq.cp.niter = 15
+            index = pq_index
         index.cp.seed = params.seed
         train_size = params.train_size or max(40 * params.nlist, 10_000)
         if kind == "ivf-pq":
@@ -276,10 +284,11 @@ class IVFIndex:
         list. Persisted beside the index (``*.lists.npy``, memory-mapped and shared between processes)
         or, for an index saved without them, computed from the inverted lists on first use.
         """
-        if self._checkpoints is None:
+        list_of_row = self._list_of_row
+        if self._checkpoints is None or list_of_row is None:
             import faiss
 
-            invlists = faiss.extract_index_ivf(self.index).invlists
+            invlists = _inverted_lists(self.index)
             list_of_row = np.empty(self.index.ntotal, dtype=np.int32)
             for lst in range(self.params.nlist):
                 size = invlists.list_size(lst)
@@ -291,10 +300,10 @@ class IVFIndex:
             blocks = [np.zeros(self.params.nlist, dtype=np.int64)]
             for lo in range(0, self.index.ntotal, step):
                 blocks.append(
-                    blocks[-1] + np.bincount(self._list_of_row[lo : lo + step], minlength=self.params.nlist)
+                    blocks[-1] + np.bincount(list_of_row[lo : lo + step], minlength=self.params.nlist)
                 )
             self._step, self._checkpoints = step, np.stack(blocks)
-        return self._list_of_row, self._checkpoints, self._step
+        return list_of_row, self._checkpoints, self._step
 
     def _visible_per_list(self, n_visible: int) -> np.ndarray:
         """How many of each inverted list's vectors are visible (rows < n_visible), from prefix checkpoints."""
@@ -346,7 +355,8 @@ class IVFIndex:
         fetch = max(top_k, self.params.rerank)
         lists, centroid_scores = self.probe_plan(queries, n_visible, fetch)
         selector = faiss.IDSelectorRange(0, n_visible, True)
-        search_params = faiss.SearchParametersIVF(sel=selector, nprobe=lists.shape[1])
+        # faiss's class wrappers add keyword construction to every SearchParameters class; its stub omits it.
+        search_params = faiss.SearchParametersIVF(sel=selector, nprobe=lists.shape[1])  # type: ignore[call-arg]
         # The Python wrapper of search_preassigned refuses params; the C++ method takes the selector.
         n_queries = queries.shape[0]
         scores = np.empty((n_queries, fetch), dtype=np.float32)
@@ -407,7 +417,7 @@ class IVFIndex:
         return [path, lists, marks]
 
     @classmethod
-    def read(cls, kind: str, path: Path, vectors: np.ndarray, params: IVFParams) -> IVFIndex:
+    def read(cls, kind: str, path: Path, vectors: Vectors, params: IVFParams) -> IVFIndex:
         """Open a saved index memory-mapped read-only, checking it holds exactly ``vectors``' shape."""
         import faiss
 
@@ -417,7 +427,7 @@ class IVFIndex:
             raise CorpusError(
                 f"{path}: index holds {index.ntotal} x {index.d} vectors, corpus has {vectors.shape}"
             )
-        invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+        invlists = faiss.downcast_InvertedLists(_inverted_lists(index))
         if hasattr(invlists, "prefetch_nthread"):
             # faiss would start 32 threads per search to pre-read the probed lists from disk; the
             # lists are in the page cache (shared by every worker), so that only costs CPU.
@@ -434,6 +444,16 @@ class IVFIndex:
             loaded._list_of_row, loaded._step = list_of_row, step
             loaded._checkpoints = flat[1:].reshape(n_marks, params.nlist)
         return loaded
+
+
+def _inverted_lists(index: faiss.Index) -> faiss.InvertedLists:
+    """The inverted lists of a faiss IVF index (a trained or loaded IVF index always has them)."""
+    import faiss
+
+    invlists = faiss.extract_index_ivf(index).invlists
+    if invlists is None:
+        raise CorpusError("the faiss IVF index has no inverted lists")
+    return invlists
 
 
 def _lists_path(path: Path) -> Path:
