@@ -24,9 +24,12 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forecast_dojo.records import RecordFormatError, StepRecord
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 STEPS_FILE = "steps.jsonl"
 RUN_FILE = "run.json"
@@ -139,7 +142,7 @@ def load_records(path: str | Path) -> list[StepRecord]:
     return [StepRecord.from_dict(r) for r in read_log(path)]
 
 
-def load_steps(path: str | Path):
+def load_steps(path: str | Path) -> Dataset:
     """The step records of a run directory (or a steps.jsonl) as a ``datasets.Dataset`` (for TRL).
 
     A torn last line is dropped with a :class:`TornLogWarning` (the cleaned records are loaded from a

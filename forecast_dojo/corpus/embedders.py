@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
@@ -39,7 +40,7 @@ def _normalize(matrix: np.ndarray) -> np.ndarray:
 
 
 @contextmanager
-def _torch_threads(n: int):
+def _torch_threads(n: int) -> Iterator[None]:
     import torch
 
     before = torch.get_num_threads()
