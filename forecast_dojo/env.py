@@ -276,6 +276,8 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             new.append(
                 self._notice(
                     "No tool call found. Research with the tools, or call submit_forecast to finish this step."
+                    if len(self.enabled_tools) > 1
+                    else "No tool call found. Call submit_forecast to finish this step."
                 )
             )
         self._messages.extend(new)

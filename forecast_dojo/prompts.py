@@ -33,11 +33,11 @@ SYSTEM_PROMPT = """You are a careful forecaster. You will forecast the outcome o
 
 Rules:
 - You can only see news available before the forecast date; treat that date as "today".
-- Use the tools to research: search the news archive, read documents that a search returned, and run Python for calculations.
+{research_rule}
 - Finish every step by calling submit_forecast with a probability for each outcome (they must sum to 1). Your forecast is scored with a proper scoring rule, so report your honest beliefs.
 {memory_rules}
 To call a tool, either use your tool-calling interface, or write one block per call in your reply:
-<tool_call>{{"name": "search", "arguments": {{"query": "..."}}}}</tool_call>
+{example_call}
 
 Tools:
 {tools}"""
@@ -52,10 +52,37 @@ MEMORY_RULES = {
 }
 
 
+RESEARCH_TOOLS = {
+    "search": "search the news archive",
+    "read": "read documents that a search returned",
+    "python": "run Python for calculations",
+}
+
+
+def research_rule(tool_names: list[str]) -> str:
+    """The rule line that names exactly the research tools this env offers (none in a no-tools run)."""
+    uses = [RESEARCH_TOOLS[name] for name in RESEARCH_TOOLS if name in tool_names]
+    if not uses:
+        return "- You have no research tools here: forecast from what you know as of the forecast date."
+    listed = uses[0] if len(uses) == 1 else ", ".join(uses[:-1]) + ", and " + uses[-1]
+    return f"- Use the tools to research: {listed}."
+
+
 def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
     """The system message: rules, the memory mode's rules, the tool-call convention and the tool schemas."""
+    names = [schema["function"]["name"] for schema in schemas]
     tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
-    return SYSTEM_PROMPT.format(memory_rules=MEMORY_RULES[memory], tools=tools)
+    example = (
+        '<tool_call>{"name": "search", "arguments": {"query": "..."}}</tool_call>'
+        if "search" in names
+        else '<tool_call>{"name": "submit_forecast", "arguments": {"probabilities": {...}}}</tool_call>'
+    )
+    return SYSTEM_PROMPT.format(
+        memory_rules=MEMORY_RULES[memory],
+        tools=tools,
+        research_rule=research_rule(names),
+        example_call=example,
+    )
 
 
 def step_prompt(
