@@ -502,7 +502,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "event_id": event.id,
             "step": self._step,
             "forecast_date": event.cutoffs[self._step].date().isoformat(),
-            "question": event.question,
+            "question": event.text_at(self._step)[0],  # as it stood at this cutoff, like the prompt
             "outcomes": list(event.outcomes),
             "memory": self.memory,
             "budget_left": {

@@ -143,3 +143,32 @@ def test_excluded_doc_ids_is_a_typed_event_field(make_tiny_env, tmp_path, tiny_c
         (tmp_path / "bad.jsonl").write_text(json.dumps(record) + "\n")
         with pytest.raises(SchemaError, match="excluded_doc_ids"):
             load_events(tmp_path / "bad.jsonl")
+
+
+def test_question_field_is_the_text_as_it_stood_at_the_cutoff(tiny_corpus):
+    """The observation's question follows the event's snapshot versions exactly like the prompt."""
+    from forecast_dojo.corpus.embedders import HashingEmbedder
+    from forecast_dojo.corpus.retrieval import ExactDenseRetriever
+    from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.timeutil import iso
+
+    event = tiny_events()[0]
+    assert event.n_steps >= 2
+    edited = f"{event.question} (edited)"
+    versions = [
+        {"from": iso(event.cutoffs[1]), "question": edited, "background": "", "resolution_criteria": ""}
+    ]
+    event = dataclasses.replace(event, extra={**event.extra, "text_versions": versions})
+    env = ForecastDojoEnv(
+        [event], tiny_corpus, ExactDenseRetriever(tiny_corpus, HashingEmbedder()), python_runner=None
+    )
+    seen = []
+    observation, _ = env.reset(event.id)
+    for _ in range(2):
+        seen.append((observation["question"], observation["messages"][1]["content"]))
+        observation, *_ = env.step(
+            {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "submit_forecast", "arguments": {"probabilities": [1 / len(event.outcomes)] * len(event.outcomes)}}}]}
+        )  # fmt: skip
+    assert seen[0][0] == tiny_events()[0].question and "(edited)" not in seen[0][1]
+    assert seen[1][0] == edited and f"Question: {edited}" in seen[1][1]
