@@ -126,3 +126,31 @@ def test_openai_client_loop(synthetic_cache, chat_server):
     assert all(None not in m.values() for m in second)
     assert json.loads(second[3]["content"])  # the search results came back as JSON
     assert all("brier -0." in line for line in steps)
+
+
+@pytest.mark.slow
+def test_sft_from_log(synthetic_cache, tmp_path):
+    """Teacher log -> export -> 2 SFT steps of a tiny random Llama -> a checkpoint that loads as an agent."""
+    pytest.importorskip("trl")
+    llm = pytest.importorskip("forecast_dojo.agents.llm")
+    from tests.training.conftest import tiny_llama
+
+    try:
+        tokenizer = llm.load_tokenizer("smollm2")
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    student = llm.save_checkpoint(tiny_llama(len(tokenizer)), tokenizer, tmp_path / "student")
+    result = run_example(
+        "sft_from_log.py",
+        "--out", str(tmp_path / "run"), "--embedder", "hashing", "--model", str(student),
+        "--events", "2", "--max-steps", "2",
+        cache=synthetic_cache,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"teacher: \d+ forecast steps logged", result.stdout)
+    checkpoint = tmp_path / "run" / "model"
+    assert (checkpoint / "config.json").exists() and "quantization_config" not in (
+        checkpoint / "config.json"
+    ).read_text()
+    agent = llm.TransformersAgent.from_pretrained(checkpoint)
+    assert agent.model is not None
