@@ -204,3 +204,26 @@ def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
         return make_env("Synthetic-v0", embedder="hashing", **kwargs)
 
     return make
+
+
+def tiny_llama(vocab_size: int, **config_overrides):
+    """A 2-layer, 32-wide random Llama (about 3 M parameters, almost all in the embeddings)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    for key, value in config_overrides.items():
+        setattr(config, key, value)
+    return LlamaForCausalLM(config)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE, TransformersAgent
+from tests.conftest import tiny_llama
 
 pytest.importorskip("gguf")
 llm = pytest.importorskip("forecast_dojo.agents.llm")
@@ -23,20 +24,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def tiny_model(tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-    )
-    return LlamaForCausalLM(config).eval()
+    return tiny_llama(len(tokenizer), pad_token_id=None).eval()  # LlamaConfig's default: no padding row
 
 
 def test_template_renders_tool_calls_and_results(tokenizer):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, tiny_llama
 
 EXAMPLES = REPO_ROOT / "examples"
 
@@ -133,8 +133,6 @@ def test_sft_from_log(synthetic_cache, tmp_path):
     """Teacher log -> export -> 2 SFT steps of a tiny random Llama -> a checkpoint that loads as an agent."""
     pytest.importorskip("trl")
     llm = pytest.importorskip("forecast_dojo.agents.llm")
-    from tests.training.conftest import tiny_llama
-
     try:
         tokenizer = llm.load_tokenizer("smollm2")
     except FileNotFoundError as err:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import tiny_llama
+
 pytest.importorskip("trl")
 pytest.importorskip("gguf")
 llm = pytest.importorskip("forecast_dojo.agents.llm")
@@ -13,27 +15,6 @@ try:
     llm.smollm2_path()
 except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
     pytest.skip(str(err), allow_module_level=True)
-
-
-def tiny_llama(vocab_size: int):
-    """A 2-layer, 32-wide random Llama (about 3 M parameters, almost all in the embeddings)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=8192,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    return LlamaForCausalLM(config)
 
 
 @pytest.fixture(scope="session")
