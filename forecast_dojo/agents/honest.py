@@ -237,14 +237,21 @@ class HonestEvidenceAgent(EvidenceAgent):
         model: the fitted cue model (None: collect readings only).
         top_k: hits per search.
         max_searches: searches per forecast date.
+        notebook_evidence: the most informative reports kept in the notebook (memory-on mode).
         name: the agent's name in logs and tables.
     """
 
     def __init__(
-        self, model: CueModel | None = None, top_k: int = 20, max_searches: int = 5, name: str = "honest"
+        self,
+        model: CueModel | None = None,
+        top_k: int = 10,
+        max_searches: int = 5,
+        notebook_evidence: int = 8,
+        name: str = "honest",
     ) -> None:
         super().__init__(top_k=top_k, max_searches=max_searches, name=name)
         self.model = model
+        self.notebook_evidence = notebook_evidence
         self.readings: list[Reading] = []
 
     def read(self, text: str) -> tuple[int, str] | None:
@@ -302,7 +309,7 @@ class HonestEvidenceAgent(EvidenceAgent):
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
         if self.memory == "notebook":
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
-                :40
+                : self.notebook_evidence
             ]
             arguments["notebook"] = {
                 "assessment": arguments["probabilities"],
@@ -313,7 +320,9 @@ class HonestEvidenceAgent(EvidenceAgent):
                 "open_questions": [],
             }
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
-        arguments["rationale"] = text
+        arguments["rationale"] = (
+            f"prior times the likelihood ratios of {sum(weighed.values())} weighed reports"
+        )
         action = tool_call("submit_forecast", **arguments)
         action["content"] = text
         return action
@@ -329,20 +338,21 @@ class HonestEvidenceAgent(EvidenceAgent):
     ) -> str:
         """A few sentences: what was read, what was weighed, the update and its arithmetic."""
         prior_text = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, prior, strict=True))
-        lines = [f"Prior from the training events: {prior_text}."]
+        lines = [f"Prior (training events): {prior_text}."]
         if not ledger:
-            lines.append("I found no report that states which outcome is coming, so I keep the prior.")
+            lines.append("No report says which outcome is coming; I keep the prior.")
         else:
             ignored = len(ledger) - sum(weighed.values())
             parts = []
             for (favoured, signature), n in sorted(weighed.items(), key=lambda kv: -abs(model.llr[kv[0][1]])):
+                count = f"{n} x " if n > 1 else ""
                 parts.append(
-                    f"{n} x '{signature}' for {outcomes[favoured]} (LR {math.exp(model.llr[signature]):.2f} each)"
+                    f"{count}{outcomes[favoured]} '{signature}' LR {math.exp(model.llr[signature]):.1f}"
                 )
             if parts:
-                lines.append(f"I weighed {sum(weighed.values())} reports: " + "; ".join(parts) + ".")
+                lines.append(f"Weighed {sum(weighed.values())} reports: " + "; ".join(parts) + ".")
             if ignored:
-                lines.append(f"{ignored} other reports use cues with no learned weight; I ignore them.")
+                lines.append(f"{ignored} with cues of no learned weight ignored.")
             odds = [math.log(p) for p in prior]
             for (favoured, signature), n in weighed.items():
                 odds[favoured] += n * model.llr[signature]
@@ -350,7 +360,7 @@ class HonestEvidenceAgent(EvidenceAgent):
             ratios = ", ".join(
                 f"{label} {math.exp(o - base):.3g}" for label, o in zip(outcomes, odds, strict=True)
             )
-            lines.append(f"Prior times likelihood ratios gives relative odds {ratios}; normalized:")
+            lines.append(f"Odds (prior x LRs): {ratios}.")
         final = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, probabilities, strict=True))
         lines.append(f"Forecast: {final}.")
         return " ".join(lines)

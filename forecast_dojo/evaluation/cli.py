@@ -67,7 +67,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--out", type=Path, default=Path("runs/latest"), help="the study folder")
     run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
-    run.add_argument("--concurrency", type=int, default=1, help="episodes in flight (for server agents)")
+    run.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="episodes in flight: parallel requests to a server agent; for local models the batch size",
+    )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
     run.add_argument("--max-turns", type=int, help="turns per forecast step (default: the spec's budget)")
     run.add_argument("--max-tool-calls", type=int, help="tool calls per forecast step (default: the spec's)")
@@ -83,6 +88,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     server.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     server.add_argument("--retries", type=int, default=4)
     server.add_argument("--tool-mode", choices=["native", "text"], default="native")
+    local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
+    local.add_argument(
+        "--local-dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="weights for generation (bfloat16: about twice as fast on CPUs with AMX/AVX-512 BF16)",
+    )
+    local.add_argument("--local-max-new-tokens", type=int, default=256, help="tokens per reply")
     run.set_defaults(func=run_command)
 
     report = subparsers.add_parser(
@@ -164,7 +177,11 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
 
             label = f"hf-{Path(path).name}"
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
-                path, name=label
+                path,
+                name=label,
+                dtype=args.local_dtype,
+                batch_size=max(args.concurrency, 1),
+                max_new_tokens=args.local_max_new_tokens,
             )
         elif name == "honest":
             from forecast_dojo.agents.honest import HonestEvidenceAgent

@@ -24,7 +24,7 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paired comparisons a study supports (each on identical (event, step, rollout) keys).
 
     Per agent: notebook - none and no-tools - none (Brier, tool calls, tokens); each notebook control
-    - notebook; every agent mode - market (market steps only), - oracle (regret) and - base rate.
+    - notebook; every agent mode - market (market steps only), - oracle (regret), - base rate and - uniform.
     """
     present = {metrics.forecaster(r) for r in rows}
     agents = sorted({a for a, m in present if m != REFERENCE})
@@ -42,7 +42,7 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for mode in sorted(m for a, m in present if a == agent and m.startswith("notebook-")):
             add((agent, mode), (agent, "notebook"))
         for mode in sorted(m for a, m in present if a == agent and m in EPISODE_MODES):
-            for reference in ("market", "oracle", "base-rate"):
+            for reference in ("market", "oracle", "base-rate", "uniform"):
                 add((agent, mode), (reference, REFERENCE))
     return out
 

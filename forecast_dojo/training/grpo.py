@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.rewards import INVALID_PENALTY, MISSING_PENALTY, Submission, step_reward
 
 REFUSED = "Refused: this forecast step already ended with your submission. Do not call any more tools."
@@ -332,7 +333,7 @@ class GRPOArguments:
     seed: int = 0
     use_vllm: bool = False
     use_cpu: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=JsonObject)
 
 
 def grpo_config(args: GRPOArguments) -> Any:
@@ -340,25 +341,26 @@ def grpo_config(args: GRPOArguments) -> Any:
     import torch
     from trl import GRPOConfig
 
-    return GRPOConfig(
-        output_dir=str(Path(args.output_dir) / "trainer"),
-        max_steps=args.max_steps,
-        num_generations=args.num_generations,
-        per_device_train_batch_size=args.per_device_train_batch_size,
-        max_completion_length=args.max_completion_length,
-        max_tool_calling_iterations=args.max_tool_calling_iterations,
-        learning_rate=args.learning_rate,
-        temperature=args.temperature,
-        bf16=False,
-        gradient_checkpointing=False,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=args.seed,
-        use_vllm=args.use_vllm,
-        use_cpu=args.use_cpu or not torch.cuda.is_available(),
-        **args.extra,
-    )
+    options: dict[str, Any] = {
+        "output_dir": str(Path(args.output_dir) / "trainer"),
+        "max_steps": args.max_steps,
+        "num_generations": args.num_generations,
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+        "max_completion_length": args.max_completion_length,
+        "max_tool_calling_iterations": args.max_tool_calling_iterations,
+        "learning_rate": args.learning_rate,
+        "temperature": args.temperature,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "seed": args.seed,
+        "use_vllm": args.use_vllm,
+        "use_cpu": args.use_cpu or not torch.cuda.is_available(),
+    }
+    options.update(args.extra)  # e.g. {"bf16": true}: extra overrides the defaults above
+    return GRPOConfig(**options)
 
 
 def train_grpo(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, save_checkpoint
+from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.trajectory import STEPS_FILE
 
 
@@ -68,7 +69,7 @@ class SFTArguments:
     seed: int = 0
     logging_steps: int = 1
     use_cpu: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=JsonObject)
 
 
 def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:

@@ -78,6 +78,7 @@ def test_honest_agent_learns_from_training_events_and_writes_its_reasoning(make_
         observation, _, _, _, info = env.step(action)
         if info["step_ended"]:
             break
-    assert action["content"].startswith("Prior from the training events") and "Forecast:" in action["content"]
+    assert action["content"].startswith("Prior (training events)") and "Forecast:" in action["content"]
+    assert len(action["content"]) < 600  # a few short sentences: a small student imitates them cheaply
     arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
-    assert arguments["rationale"] == action["content"]
+    assert arguments["rationale"].startswith("prior times the likelihood ratios of")  # not the text twice

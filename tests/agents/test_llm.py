@@ -184,3 +184,28 @@ def test_smollm2_loads_trainable_without_gguf_quantization():
     assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "quantization_config", None)
     assert "quantization_config" not in model.config.to_dict()
     validate_quantization_for_training(model)  # raises "purely quantized" before the fix
+
+
+def test_pretrained_agents_share_one_batcher_and_load_in_bfloat16(
+    make_tiny_env, tiny_model, tokenizer, tmp_path
+):
+    """`forecast-dojo run --agents hf:<path> --concurrency N --local-dtype bfloat16` builds agents like these."""
+    import torch
+
+    from forecast_dojo.agents.llm import pretrained_agent, save_checkpoint
+    from forecast_dojo.evaluation.runner import run_episode
+    from forecast_dojo.prompts import Budgets
+
+    path = save_checkpoint(tiny_model, tokenizer, tmp_path / "ckpt")
+    first, second = (
+        pretrained_agent(path, dtype="bfloat16", batch_size=4, max_new_tokens=8) for _ in range(2)
+    )
+    assert first.batcher is not None and first.batcher is second.batcher and first.batcher.max_batch == 4
+    assert first.model.dtype == torch.bfloat16
+    assert pretrained_agent(path, max_new_tokens=8).batcher is None
+    env = make_tiny_env(memory="none", budgets=Budgets(max_tool_calls=1, max_turns=2))
+    rows = run_episode(env, first, "mayor")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert first.batcher.batch_sizes  # the episode's replies went through the batcher
+    with pytest.raises(ValueError, match="dtype"):
+        pretrained_agent(path, dtype="float8")
