@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from dataclasses import replace
@@ -78,6 +79,16 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         print("| " + " | ".join(str(cell) for cell in row) + " |")
     sys.stdout.flush()
+
+
+def in_fresh_process(command: str, payload: str) -> dict[str, Any]:
+    """Run a hidden subcommand of this script in a new process (honest open time and memory); its JSON."""
+    done = subprocess.run([sys.executable, __file__, command, payload], capture_output=True, text=True)
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(done.returncode)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def append_json(path: str | None, record: dict[str, Any]) -> None:
@@ -345,13 +356,7 @@ def bench(args: argparse.Namespace) -> None:
                 "n_truth": args.truth,
             }
         )
-        done = subprocess.run(
-            [sys.executable, __file__, "_bench_one", payload], capture_output=True, text=True
-        )
-        if done.returncode:
-            print(done.stderr[-3000:], file=sys.stderr)
-            raise SystemExit(done.returncode)
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = in_fresh_process("_bench_one", payload)
         results.append(result)
         append_json(args.json, {"what": "bench", **result})
     n = results[0]["rows"]
@@ -644,6 +649,180 @@ def real(args: argparse.Namespace) -> None:
     )
 
 
+def profile(args: argparse.Namespace) -> None:
+    """Where one IVF query's time goes: the probe plan, faiss's scan of the probed lists, the exact re-rank."""
+    import faiss
+
+    from forecast_dojo.corpus.index import load_dense_index
+    from forecast_dojo.corpus.store import Corpus
+
+    faiss.omp_set_num_threads(1)
+    corpus = Corpus.load(args.corpus, verify=False)
+    queries = np.load(args.corpus / "bench-queries.npy").astype(np.float32)
+    n = len(corpus)
+    rows = []
+    for setting in args.settings:
+        kind, nprobe, rerank = setting.split(":")
+        index = load_dense_index(corpus, kind, verify=False, nprobe=int(nprobe), rerank=int(rerank))
+        for q in queries[: args.warmup]:  # warm the page cache the way a running env would
+            index.search(q[None], n // 2, TOP_K)
+        parts: dict[str, list[float]] = {"plan": [], "scan": [], "rerank": []}
+        fetch = max(TOP_K, int(rerank))
+        for fraction in FRACTIONS:
+            n_visible = int(fraction * n)
+            for q in queries[args.warmup : args.warmup + args.queries]:
+                query = np.ascontiguousarray(q[None], dtype=np.float32)
+                t0 = time.perf_counter()
+                lists, centroid_scores = index.probe_plan(query, n_visible, fetch)
+                t1 = time.perf_counter()
+                params = faiss.SearchParametersIVF(  # type: ignore[call-arg]
+                    sel=faiss.IDSelectorRange(0, n_visible, True), nprobe=lists.shape[1]
+                )
+                scores = np.empty((1, fetch), np.float32)
+                found = np.empty((1, fetch), np.int64)
+                lists = np.ascontiguousarray(lists, dtype=np.int64)
+                centroid_scores = np.ascontiguousarray(centroid_scores, dtype=np.float32)
+                index.index.search_preassigned_c(
+                    1,
+                    faiss.swig_ptr(query),
+                    fetch,
+                    faiss.swig_ptr(lists),
+                    faiss.swig_ptr(centroid_scores),
+                    faiss.swig_ptr(scores),
+                    faiss.swig_ptr(found),
+                    False,
+                    params,
+                )
+                t2 = time.perf_counter()
+                candidates = found[0][found[0] >= 0]
+                if int(rerank):
+                    index._vectors_of(candidates) @ query[0]
+                t3 = time.perf_counter()
+                parts["plan"].append(t1 - t0)
+                parts["scan"].append(t2 - t1)
+                parts["rerank"].append(t3 - t2)
+        medians = {k: 1000 * float(np.median(v)) for k, v in parts.items()}
+        total = 1000 * float(np.median(np.sum([parts[k] for k in parts], axis=0)))
+        rows.append([kind, nprobe, rerank, *(f"{medians[k]:.2f}" for k in parts), f"{total:.2f}"])
+        append_json(
+            args.json,
+            {"what": "profile", "kind": kind, "nprobe": int(nprobe), "rerank": int(rerank), **medians},
+        )
+    table(
+        f"Where a query's time goes: {n:,} rows, medians over {args.queries} queries x 3 visible fractions "
+        f"after {args.warmup} warm-up queries, one thread; load average {os.getloadavg()[0]:.1f}",
+        ["index", "nprobe", "rerank", "probe plan ms", "faiss scan ms", "exact re-rank ms", "total ms"],
+        rows,
+    )
+
+
+BM25_MODES = {
+    "in-memory build (baseline)": "memory-build",
+    "streaming build (build_bm25_index)": "stream-build",
+    "load, memory-mapped": "load",
+}
+
+
+def bm25_one(corpus_dir: Path, mode: str, n_queries: int) -> dict[str, Any]:
+    """One BM25 measurement in this (fresh) process: build or load, peak and resident memory, latency."""
+    import resource
+
+    from forecast_dojo.corpus.bm25 import BM25Index, build_bm25_index
+    from forecast_dojo.corpus.store import Corpus
+
+    corpus = Corpus.load(corpus_dir, verify=False)
+    before = memory()
+    peak_anon = [before["Pss_Anon"]]
+    done = threading.Event()
+
+    def sample_anon() -> None:  # ru_maxrss also counts mapped file pages; the private peak is sampled
+        while not done.wait(0.1):
+            peak_anon[0] = max(peak_anon[0], memory()["Pss_Anon"])
+
+    sampler = threading.Thread(target=sample_anon, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    if mode == "memory-build":  # what the code did before streaming: every text in a list, then build
+        index = BM25Index.build(corpus.texts(), progress=False)
+    elif mode == "stream-build":
+        index = build_bm25_index(corpus, progress=False)
+    else:
+        index = BM25Index.load(corpus, verify=False)
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    after = memory()
+    rng = np.random.default_rng(11)
+    picks = rng.choice(len(corpus), size=n_queries, replace=len(corpus) < n_queries)
+    queries = [" ".join(corpus.text(int(i)).split()[:8]) for i in picks]
+    latencies = []
+    for query, fraction in zip(queries, np.resize(FRACTIONS, len(queries)), strict=True):
+        t0 = time.perf_counter()
+        index.search(query, int(fraction * len(corpus)), TOP_K)
+        latencies.append((time.perf_counter() - t0) * 1000)
+    after_queries = memory()
+    return {
+        "mode": mode,
+        "rows": len(corpus),
+        "seconds": seconds,
+        "peak_rss_growth": peak - before["Rss"],
+        "peak_anon_growth": peak_anon[0] - before["Pss_Anon"],
+        "rss_growth": after["Rss"] - before["Rss"],
+        "anon_growth": after["Pss_Anon"] - before["Pss_Anon"],
+        "anon_growth_after_queries": after_queries["Pss_Anon"] - before["Pss_Anon"],
+        "p50_ms": float(np.percentile(latencies, 50)),
+        "p95_ms": float(np.percentile(latencies, 95)),
+        "index_bytes": index.memory_bytes(),
+    }
+
+
+def bm25(args: argparse.Namespace) -> None:
+    """BM25 at scale: the streaming build and the memory-mapped load against the in-memory baseline."""
+    rows = []
+    modes = dict(BM25_MODES)
+    manifest = json.loads((args.corpus / "manifest.json").read_text())
+    entry = manifest.get("indexes", {}).get("bm25")
+    if entry and "layout" not in entry["params"]:  # an index of the first layout: measure its load first
+        modes = {"load, first layout (npz + JSON, read into RAM)": "load", **modes}
+    for label, mode in modes.items():
+        payload = json.dumps({"corpus": str(args.corpus), "mode": mode, "n_queries": args.queries})
+        r = in_fresh_process("_bm25_one", payload)
+        append_json(args.json, {"what": "bm25", **r})
+        rows.append(
+            [
+                label,
+                f"{r['seconds']:.2f}",
+                mb(r["peak_rss_growth"]),
+                mb(r["peak_anon_growth"]),
+                mb(r["rss_growth"]),
+                mb(r["anon_growth"]),
+                mb(r["anon_growth_after_queries"]),
+                f"{r['p50_ms']:.2f}",
+                f"{r['p95_ms']:.2f}",
+                mb(r["index_bytes"]),
+            ]
+        )
+    table(
+        f"BM25: {r['rows']:,} rows, {args.queries} queries (first 8 words of a row) at 10/50/100 % visible; "
+        f"memory is growth over the opened corpus, in a fresh process per row; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+        [
+            "BM25",
+            "seconds",
+            "peak RSS growth MB",
+            "peak anon growth MB",
+            "RSS after MB",
+            "anon after MB",
+            "anon after queries MB",
+            "p50 ms",
+            "p95 ms",
+            "index MB",
+        ],
+        rows,
+    )
+
+
 REAL_SETTINGS: dict[str, list[tuple[int, int]]] = {
     "ivf-flat": [(32, 0), (64, 0), (128, 0), (192, 0), (256, 0)],
     "ivf-sq8": [(64, 40), (128, 100), (192, 100), (256, 100)],
@@ -666,7 +845,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", choices=("float32", "float16"), default="float32")
     p.add_argument("--text-chars", type=int, default=2000, help="median text length (log-normal)")
     p.add_argument("--queries", type=int, default=1000)
-    p.add_argument("--kinds", nargs="+", default=["ivf-sq8", "ivf-pq"])
+    p.add_argument(
+        "--kinds", nargs="*", default=["ivf-sq8", "ivf-pq"], help="IVF indexes to build (--kinds alone: none)"
+    )
     p.add_argument("--nlist", type=int, default=0, help="0: 2 sqrt(N)")
     p.add_argument("--train-size", type=int, default=100_000)
     p.add_argument("--pq-m", type=int, default=48)
@@ -691,6 +872,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", nargs="+", default=["ivf-flat", "ivf-sq8", "ivf-pq"])
     p.add_argument("--queries", type=int, default=300)
     p.set_defaults(func=real)
+    p = commands.add_parser("profile", help="where one IVF query's time goes (plan, scan, re-rank)")
+    p.add_argument("--corpus", type=Path, required=True)
+    p.add_argument(
+        "--settings",
+        nargs="+",
+        default=["ivf-sq8:32:40", "ivf-pq:64:400", "ivf-pq:128:800"],
+        help="kind:nprobe:rerank",
+    )
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=300)
+    p.set_defaults(func=profile)
+    p = commands.add_parser("bm25", help="BM25: streaming build and memory-mapped load vs in memory")
+    p.add_argument("--corpus", type=Path, required=True, help="a format-2 corpus (its BM25 index is rebuilt)")
+    p.add_argument("--queries", type=int, default=300)
+    p.set_defaults(func=bm25)
+    if argv is None and len(sys.argv) > 2 and sys.argv[1] == "_bm25_one":
+        spec = json.loads(sys.argv[2])
+        print(json.dumps(bm25_one(Path(spec["corpus"]), spec["mode"], spec["n_queries"])))
+        return 0
     if argv is None and len(sys.argv) > 2 and sys.argv[1] == "_bench_one":
         spec = json.loads(sys.argv[2])
         result = bench_one(

@@ -21,6 +21,16 @@ def _day(value: str) -> date:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from err
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return number
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``corpus`` command group (``build``, ``verify``, ``migrate``) to the top-level parser."""
     from forecast_dojo.corpus.importers import IMPORTERS
@@ -48,6 +58,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--runner", choices=("single", "ray"), default="single", help="single process or Ray Data"
     )
     build.add_argument("--ray-address", help="Ray cluster address for --runner ray (default: local)")
+    build.add_argument(
+        "--ray-cpus",
+        type=_positive_int,
+        help="CPUs a local Ray instance may use (--runner ray without --ray-address; default: all)",
+    )
+    build.add_argument(
+        "--embed-actors",
+        type=_positive_int,
+        default=1,
+        help="embedding actors (one model each) for --runner ray (default: 1)",
+    )
     build.add_argument(
         "--dense-index",
         default="auto",
@@ -114,6 +135,10 @@ def run_build(args: argparse.Namespace) -> int:
         )
         if args.embedder:
             recipe = replace(recipe, embedder=args.embedder)
+        if args.runner != "ray" and (args.ray_address or args.ray_cpus or args.embed_actors != 1):
+            raise ValueError("--ray-address, --ray-cpus and --embed-actors need --runner ray")
+        if args.ray_address and args.ray_cpus:
+            raise ValueError("--ray-cpus sizes a local Ray instance; a cluster (--ray-address) has its own")
         if not args.input.exists():
             raise FileNotFoundError(f"input not found: {args.input}")
         options = {
@@ -127,7 +152,15 @@ def run_build(args: argparse.Namespace) -> int:
         if args.runner == "ray":
             from forecast_dojo.corpus.ray_pipeline import build_with_ray
 
-            result = build_with_ray(args.source, args.input, args.out, address=args.ray_address, **options)
+            result = build_with_ray(
+                args.source,
+                args.input,
+                args.out,
+                address=args.ray_address,
+                num_cpus=args.ray_cpus,
+                embed_actors=args.embed_actors,
+                **options,
+            )
         else:
             result = build_from_source(args.source, args.input, args.out, **options)
         from forecast_dojo.corpus.retrieval import build_indexes

@@ -102,7 +102,8 @@ def _bm25_for(corpus: Corpus, verify: bool) -> BM25Index:
     """The persisted BM25 index, or one built in memory when the corpus has none (seconds per 100k docs)."""
     if BM25_INDEX_NAME in corpus.indexes():
         return BM25Index.load(corpus, verify=verify)
-    return BM25Index.build(corpus.texts(), progress=len(corpus) > 20_000)
+    texts = (text for batch in corpus.iter_texts() for text in batch)
+    return BM25Index.build(texts, progress=len(corpus) > 20_000, total=len(corpus))
 
 
 def make_retriever(kind: str, corpus: Corpus, embedder: Embedder | None = None, **options: Any) -> Retriever:

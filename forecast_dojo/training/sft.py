@@ -101,7 +101,7 @@ def sft_config(args: SFTArguments) -> Any:
     from trl import SFTConfig
 
     use_cpu = args.use_cpu or not torch.cuda.is_available()
-    return SFTConfig(
+    options: dict[str, Any] = dict(
         output_dir=str(Path(args.output_dir) / "trainer"),
         max_steps=args.max_steps,
         num_train_epochs=args.num_train_epochs,
@@ -119,8 +119,9 @@ def sft_config(args: SFTArguments) -> Any:
         report_to=[],
         use_cpu=use_cpu,
         dataloader_num_workers=0,
-        **args.extra,
     )
+    options.update(args.extra)  # e.g. {"bf16": true}: extra overrides the defaults above
+    return SFTConfig(**options)
 
 
 def peft_config(args: SFTArguments) -> Any:

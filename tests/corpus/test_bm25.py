@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from collections import Counter
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from forecast_dojo.corpus import bm25
 from forecast_dojo.corpus.bm25 import BM25Index, build_bm25_index, tokenize
 from forecast_dojo.corpus.embedders import HashingEmbedder
 from forecast_dojo.corpus.store import Corpus, CorpusError, build_corpus, embedding_text
@@ -124,10 +126,68 @@ def test_persisted_index_round_trips_and_is_verified(tmp_path: Path) -> None:
     loaded = BM25Index.load(Corpus.load(tmp_path / "c"))
     for query in QUERIES:
         assert loaded.search(query, 150, 10) == built.search(query, 150, 10)
-    vocab = tmp_path / "c" / "index" / "bm25-vocabulary.json"
-    vocab.write_text(vocab.read_text().replace('"', "'", 2))
-    with pytest.raises(CorpusError, match="bm25-vocabulary.json does not match its sha256"):
+    terms = tmp_path / "c" / "index" / "bm25-terms.bin"
+    terms.write_bytes(terms.read_bytes().replace(b"a", b"b", 1))
+    with pytest.raises(CorpusError, match="bm25-terms.bin does not match its sha256"):
         BM25Index.load(Corpus.load(tmp_path / "c"))
     shutil.rmtree(tmp_path / "c" / "index")
     with pytest.raises(CorpusError, match="missing file index/bm25"):
         BM25Index.load(Corpus.load(tmp_path / "c"))
+
+
+def test_loaded_index_is_memory_mapped_and_finds_terms_by_bisection(tmp_path: Path) -> None:
+    documents = sample_documents(120, seed=5)
+    documents[3] = Document(**{**documents[3].__dict__, "text": documents[3].text + " Émilia Ωmega zürich"})
+    corpus = build_corpus(documents, tmp_path / "c", HashingEmbedder(16), progress=False)
+    built = BM25Index.build(corpus.texts(), progress=False)
+    loaded = build_bm25_index(corpus, progress=False)
+    for array in (loaded.offsets, loaded.rows, loaded.tfs, loaded.doc_lengths, loaded.prefix_lengths):
+        assert isinstance(array.base, np.memmap)  # mapped: nothing of the postings is read at load
+    assert not isinstance(loaded.vocabulary, dict) and len(loaded.vocabulary) == len(built.vocabulary)
+    for term, term_id in built.vocabulary.items():  # every term, non-ASCII ones included
+        assert loaded.vocabulary[term] == term_id
+    assert (
+        "émilia" in loaded.vocabulary and "zzz-absent" not in loaded.vocabulary and 3 not in loaded.vocabulary
+    )
+    with pytest.raises(KeyError):
+        loaded.vocabulary["zzz-absent"]
+    assert sorted(loaded.vocabulary) == list(loaded.vocabulary)
+    for query in [*QUERIES, "émilia ωmega"]:
+        assert loaded.search(query, 100, 10) == built.search(query, 100, 10)
+    assert loaded.search("ωmega", 120, 3)[0][0] == 3
+
+
+def test_building_in_chunks_lays_out_the_same_postings(tmp_path: Path, monkeypatch) -> None:
+    whole = BM25Index.build(TEXTS, progress=False)
+    monkeypatch.setattr(bm25, "CHUNK_POSTINGS", 97)  # many chunks, boundaries inside rows' postings
+    chunked = BM25Index.build(iter(TEXTS), progress=False)
+    for name in ("offsets", "rows", "tfs", "doc_lengths", "prefix_lengths"):
+        assert np.array_equal(getattr(whole, name), getattr(chunked, name)), name
+    corpus = build_corpus(sample_documents(400, seed=21), tmp_path / "c", HashingEmbedder(16), progress=False)
+    persisted = build_bm25_index(corpus, progress=False)  # spilled to disk in chunks, then merged
+    for name in ("offsets", "rows", "tfs", "doc_lengths"):
+        assert np.array_equal(getattr(whole, name), getattr(persisted, name)), name
+    assert not list(corpus.index_dir.glob("bm25-build-*"))  # the spill folder is gone
+
+
+def test_an_index_in_the_first_layout_still_loads(tmp_path: Path) -> None:
+    corpus = build_corpus(sample_documents(150, seed=8), tmp_path / "c", HashingEmbedder(16), progress=False)
+    index = BM25Index.build(corpus.texts(), progress=False)
+    corpus.index_dir.mkdir(exist_ok=True)
+    np.savez(
+        corpus.index_dir / "bm25.npz",
+        offsets=index.offsets,
+        rows=index.rows,
+        tfs=index.tfs,
+        doc_lengths=index.doc_lengths,
+    )
+    terms = sorted(index.vocabulary, key=index.vocabulary.__getitem__)
+    (corpus.index_dir / "bm25-vocabulary.json").write_text(json.dumps(terms))
+    params = {"k1": 1.5, "b": 0.75, "tokenizer": "unicode-words-lower-stopwords-v1"}
+    corpus.register_index("bm25", "bm25", ["index/bm25.npz", "index/bm25-vocabulary.json"], params)
+    old = BM25Index.load(Corpus.load(tmp_path / "c"))
+    assert isinstance(old.vocabulary, dict)
+    for query in QUERIES:
+        assert old.search(query, 120, 10) == index.search(query, 120, 10)
+    build_bm25_index(Corpus.load(tmp_path / "c"), progress=False)  # a rebuild replaces the old files
+    assert not (corpus.index_dir / "bm25.npz").exists()

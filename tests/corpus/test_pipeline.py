@@ -112,6 +112,14 @@ def test_generic_build_report_and_cli(tmp_path: Path, capsys: pytest.CaptureFixt
     assert run_cli([*build, "--input", str(tmp_path / "nope.jsonl")]) == 2
     with pytest.raises(SystemExit):
         run_cli([*build, "--input", str(source), "--start", "March"])
+    # Ray's sizing flags are refused without the Ray runner, and with a cluster address for --ray-cpus.
+    assert run_cli([*build, "--input", str(source), *hashing, "--embed-actors", "2"]) == 2
+    assert "need --runner ray" in capsys.readouterr().err
+    ray_flags = ["--runner", "ray", "--ray-address", "auto", "--ray-cpus", "2"]
+    assert run_cli([*build, "--input", str(source), *hashing, *ray_flags]) == 2
+    assert "a cluster (--ray-address) has its own" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_cli([*build, "--input", str(source), "--runner", "ray", "--ray-cpus", "0"])
 
 
 def test_everything_removed_is_a_clear_error(tmp_path: Path) -> None:

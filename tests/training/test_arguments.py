@@ -26,6 +26,13 @@ def test_extra_is_a_json_object_on_the_command_line(module):
         parser.parse_args_into_dataclasses(args=["--extra", "[1, 2]"])
 
 
+def test_extra_overrides_the_sft_defaults():
+    from forecast_dojo.training.sft import SFTArguments, sft_config
+
+    config = sft_config(SFTArguments(output_dir="unused", extra={"bf16": True, "logging_steps": 3}))
+    assert config.bf16 is True and config.logging_steps == 3
+
+
 def test_extra_overrides_the_grpo_defaults():
     from forecast_dojo.training.grpo import GRPOArguments, grpo_config
 
