@@ -46,7 +46,7 @@ def child(mode: str, data: str, model: str, steps: int, out: str) -> None:
     """One configuration, in its own process; prints a JSON line with its measurements."""
     from transformers import TrainerCallback
 
-    from forecast_dojo.training.sft import SFTArguments, sft_config
+    from forecast_dojo.training.sft import SFTArguments, peft_config, sft_config
 
     step_times: list[float] = []
 
@@ -62,7 +62,18 @@ def child(mode: str, data: str, model: str, steps: int, out: str) -> None:
     from forecast_dojo.agents.llm import load_model, load_tokenizer
     from forecast_dojo.training.export import load_sft_dataset
 
-    args = SFTArguments(model=model, data=[data], output_dir=out, max_steps=steps, bf16=(mode == "ours-bf16"))
+    # Bare TRL gets tokenized rows; TRL builds labels from their ``assistant_masks`` column (the same
+    # loss), and refuses ``assistant_only_loss=True`` for a dataset that is not conversational.
+    extra = {"assistant_only_loss": False} if mode == "bare-trl" else {}
+    args = SFTArguments(
+        model=model,
+        data=[data],
+        output_dir=out,
+        max_steps=steps,
+        bf16=(mode == "ours-bf16"),
+        lora_rank=16 if mode == "ours-lora" else 0,
+        extra=extra,
+    )
     tokenizer = load_tokenizer(model)
     loaded_model = load_model(model)
     t0 = time.perf_counter()
@@ -70,8 +81,13 @@ def child(mode: str, data: str, model: str, steps: int, out: str) -> None:
     if mode == "bare-trl":
         # The same tokens, prepared once outside the trainer (what the data path costs is this work).
         def encode(row):
-            out = tokenizer.apply_chat_template(
-                row["messages"], tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+            tools = json.loads(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
+            out = tokenizer.apply_chat_template(  # as TRL tokenizes a conversational row, tools included
+                row["messages"],
+                tools=tools,
+                tokenize=True,
+                return_dict=True,
+                return_assistant_tokens_mask=True,
             )
             return {"input_ids": out["input_ids"], "assistant_masks": out["assistant_masks"]}
 
@@ -86,6 +102,7 @@ def child(mode: str, data: str, model: str, steps: int, out: str) -> None:
         train_dataset=dataset,
         processing_class=tokenizer,
         callbacks=[Timer()],
+        peft_config=peft_config(args),
     )
     setup = time.perf_counter() - t0  # loading the export + TRL's tokenization (bare: nothing to tokenize)
     t1 = time.perf_counter()
@@ -117,7 +134,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps per configuration")
     parser.add_argument("--events", type=int, default=6, help="training events to log")
     parser.add_argument("--embedder", default="minilm")
-    parser.add_argument("--modes", nargs="+", default=["ours", "bare-trl", "ours-bf16"])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["ours", "bare-trl", "ours-bf16", "ours-lora"],
+        help="ours-lora: LoRA rank 16",
+    )
     parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

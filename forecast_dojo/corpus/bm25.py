@@ -420,7 +420,9 @@ def build_bm25_index(corpus: Corpus, *, progress: bool = True, k1: float = 1.5, 
         for name, path in paths.items():
             tmp[name].replace(path)
         _save_terms(corpus.path, vocabulary)
-    finally:
+    finally:  # a failed build leaves no spill folder and no half-written arrays behind
         shutil.rmtree(spill, ignore_errors=True)
+        for leftover in corpus.index_dir.glob("bm25-*.tmp.npy"):
+            leftover.unlink(missing_ok=True)
     _register(corpus, k1, b)
     return BM25Index.load(corpus, verify=False)

@@ -191,3 +191,19 @@ def test_an_index_in_the_first_layout_still_loads(tmp_path: Path) -> None:
         assert old.search(query, 120, 10) == index.search(query, 120, 10)
     build_bm25_index(Corpus.load(tmp_path / "c"), progress=False)  # a rebuild replaces the old files
     assert not (corpus.index_dir / "bm25.npz").exists()
+
+
+def test_a_failed_build_leaves_the_previous_index_and_no_leftovers(tmp_path: Path, monkeypatch) -> None:
+    corpus = build_corpus(sample_documents(150, seed=9), tmp_path / "c", HashingEmbedder(16), progress=False)
+    before = build_bm25_index(corpus, progress=False)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(bm25, "_merge_chunks", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        build_bm25_index(Corpus.load(tmp_path / "c"), progress=False)
+    assert not list(corpus.index_dir.glob("bm25-build-*")) and not list(corpus.index_dir.glob("*.tmp*"))
+    after = BM25Index.load(Corpus.load(tmp_path / "c"))  # still verified against the manifest
+    for query in QUERIES:
+        assert after.search(query, 150, 10) == before.search(query, 150, 10)
