@@ -650,7 +650,10 @@ def real(args: argparse.Namespace) -> None:
 
 
 def profile(args: argparse.Namespace) -> None:
-    """Where one IVF query's time goes: the probe plan, faiss's scan of the probed lists, the exact re-rank."""
+    """Where one IVF query's time goes: the probe plan, faiss's scan of the probed lists, the exact re-rank.
+
+    The three phases are the steps of ``IVFIndex._search_ivf``, called one by one so each is timed.
+    """
     import faiss
 
     from forecast_dojo.corpus.index import load_dense_index

@@ -93,7 +93,7 @@ class SortedTerms(Mapping[str, int]):
 
     def _find(self, term: str) -> int:
         """The id of ``term``, or -1."""
-        key = term.encode("utf-8")
+        key = term.encode("utf-8", "surrogatepass")  # a lone surrogate is simply not a term
         lo, hi = 0, len(self)
         while lo < hi:
             mid = (lo + hi) // 2

@@ -151,6 +151,7 @@ def test_loaded_index_is_memory_mapped_and_finds_terms_by_bisection(tmp_path: Pa
     )
     with pytest.raises(KeyError):
         loaded.vocabulary["zzz-absent"]
+    assert "\udfff" not in loaded.vocabulary  # a lone surrogate (hostile query text) is not a term, no error
     assert sorted(loaded.vocabulary) == list(loaded.vocabulary)
     for query in [*QUERIES, "émilia ωmega"]:
         assert loaded.search(query, 100, 10) == built.search(query, 100, 10)
