@@ -98,6 +98,12 @@ class TransformersAgent(ConversationAgent):
         """
         return pretrained_agent(path, **kwargs)
 
+    @functools.cached_property
+    def _alone(self) -> GenerationBatcher:
+        """This agent's own generation path when it shares no batcher: batches of one, no waiting."""
+        stop = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        return GenerationBatcher(self.model, self.tokenizer, stop_token_id=stop, max_batch=1, wait_s=0.0)
+
     def prompt_ids(self) -> Any:
         """The transcript so far, rendered and tokenized, ending with the assistant turn's header."""
         encoded = self.tokenizer.apply_chat_template(
@@ -112,25 +118,11 @@ class TransformersAgent(ConversationAgent):
 
     def respond(self, observation: Observation) -> dict[str, Any]:
         """Generate the next assistant message from the conversation so far (the most recent context)."""
-        import torch
-
         ids = self.prompt_ids()
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             options["temperature"] = self.temperature
-        if self.batcher is not None:
-            new_tokens = self.batcher.generate(ids[0].tolist(), **options)
-        else:
-            eos = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-            with torch.no_grad():
-                output = self.model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    eos_token_id=eos,
-                    pad_token_id=eos,
-                    **options,
-                )
-            new_tokens = output[0, ids.shape[1] :].tolist()
+        new_tokens = (self.batcher or self._alone).generate(ids[0].tolist(), **options)
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         return {
             "role": "assistant",
