@@ -58,8 +58,8 @@ def test_spec_on_disk_events_and_corpus(tmp_path, tiny_corpus_dir):
         ('name = "x"\n[data]\nworld = "synthetic"\n[budgets]\nmax_turns = 0\n', "max_turns"),
         ('[data]\nworld = "synthetic"\n', "missing 'name'"),
         ("name = \n", "not valid TOML"),
-        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = -1\n', "train_events must be"),
-        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = "many"\n', "train_events must be"),
+        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = -1\n', "train_events"),
+        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = "many"\n', "train_events"),
         ('name = "x"\n[data]\nevents = "e.jsonl"\ncorpus = "c"\ntrain_events = 4\n', "needs world"),
     ],
 )
