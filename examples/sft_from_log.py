@@ -1,12 +1,13 @@
 """SFT from a trajectory log: a teacher plays training events, the log becomes a dataset, TRL fine-tunes.
 
-    python examples/sft_from_log.py --out runs/sft-example                 # SmolLM2-135M, 3 teacher events
+    python examples/sft_from_log.py --out runs/sft-example                 # SmolLM2-135M, 3 teacher events, ~2-4 min
     python examples/sft_from_log.py --embedder hashing --model PATH --max-steps 2 --events 2   # quick
 
 Read top to bottom: (1) fit the honest scripted agent's cue weights on training events and let it play
 them in memory-on mode, logging every step; (2) export the log as an SFT dataset (training events
 only, every assistant turn kept); (3) fine-tune with TRL's SFTTrainer on the assistant turns; (4) the
-checkpoint is an agent: ``forecast-dojo run --agents hf:<out>/model``.
+checkpoint is an agent: ``forecast-dojo run --agents hf:<out>/model``. Before training it prints what
+the SFT will cost (steps, sequences, tokens, estimated minutes on this CPU).
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--embedder", default="minilm", help="synthetic world embedder (minilm or hashing)")
     parser.add_argument("--model", default="smollm2", help="student: smollm2, an HF model id or a checkpoint")
     parser.add_argument("--events", type=int, default=3, help="training events the teacher plays")
-    parser.add_argument("--max-steps", type=int, default=20, help="SFT optimizer steps")
+    parser.add_argument("--max-steps", type=int, default=8, help="SFT optimizer steps (1 sequence each)")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        default=2048,
+        help="token budget of the export and of SFT (the default prompt profile's records need 2,048)",
+    )
     args = parser.parse_args(argv)
 
     # 1. The teacher: cue weights fitted on training events only, then a logged memory-on play of them.
@@ -50,10 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"teacher: {len(rows)} forecast steps logged in {teacher_log}")
 
     # 2. The log as an SFT dataset (held-out events would be refused; long tool results are shortened).
-    dataset = export_sft([teacher_log], args.out / "data", ExportConfig(max_tokens=2048))
+    dataset = export_sft([teacher_log], args.out / "data", ExportConfig(max_tokens=args.max_length))
     print(f"dataset: {len(dataset)} rows with columns {sorted(dataset.column_names)[:4]}...")
 
-    # 3. SFT on the assistant turns only; the checkpoint holds model, tokenizer and chat template.
+    # 3. SFT on the assistant turns only (bf16 autocast, the CPU default); it prints its cost first.
+    #    The checkpoint holds model, tokenizer and chat template.
     checkpoint = train_sft(
         SFTArguments(
             model=args.model,
@@ -61,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
             output_dir=str(args.out / "model"),
             max_steps=args.max_steps,
             gradient_accumulation_steps=1,
-            max_length=2048,
+            max_length=args.max_length,
         )
     )
     print(f"checkpoint: {checkpoint}  (play it: forecast-dojo run --agents hf:{checkpoint})")

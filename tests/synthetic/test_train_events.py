@@ -196,3 +196,14 @@ def test_world_command_builds_the_training_world(
     assert [json.loads(line)["id"] for line in lines[-2:]] == ["syn-t00000", "syn-t00001"]
     with pytest.raises(SystemExit, match="train-events"):
         main(["world", "--embedder", "hashing", "--train-events", "-1"])
+
+
+def test_export_finds_the_oracle_of_training_events(extended: SyntheticWorld) -> None:
+    from forecast_dojo.training.export import oracle_forecasts
+
+    oracle = oracle_forecasts({"env_spec": {"world": "synthetic", "seed": 0, "train_events": N_TRAIN}})
+    assert oracle is not None
+    expected = {(r["event_id"], r["step"]): tuple(r["probabilities"]) for r in oracle_table(extended)}
+    assert oracle == expected and (train_event_id(N_TRAIN - 1), 0) in oracle
+    plain = oracle_forecasts({"env_spec": {"world": "synthetic", "seed": 0}})
+    assert plain is not None and {k: oracle[k] for k in plain} == plain
