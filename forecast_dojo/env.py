@@ -328,7 +328,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
+            self._view,
+            event.outcomes,
+            cutoff.date(),
+            memory=self.memory,
+            python_runner=runner,
+            now=cutoff,
+            python_seconds=self.budgets.max_python_seconds,
         )
         prompt = step_prompt(
             event,

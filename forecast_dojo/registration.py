@@ -250,8 +250,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
         **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls`` and
-            ``max_turns``, or env constructor arguments (``log_dir``, ``python_runner``,
+            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls``,
+            ``max_turns`` and ``max_python_seconds``, or env constructor arguments (``log_dir``, ``python_runner``,
             ``render_mode``, ``run_metadata``).
 
     Returns:
@@ -263,7 +263,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
 
     resolved = resolve_spec(spec)
     spec_fields = {f.name for f in dataclasses.fields(DojoSpec)}
-    budget_overrides = {k: overrides.pop(k) for k in ("max_tool_calls", "max_turns") if k in overrides}
+    budget_keys = ("max_tool_calls", "max_turns", "max_python_seconds")
+    budget_overrides = {k: overrides.pop(k) for k in budget_keys if k in overrides}
     resolved = dataclasses.replace(
         resolved, **{k: overrides.pop(k) for k in list(overrides) if k in spec_fields}
     )

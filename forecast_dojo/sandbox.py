@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import glob
 import importlib.metadata
 import itertools
@@ -37,7 +38,6 @@ import sysconfig
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SandboxResult:
     """Outcome of one sandboxed run, shaped so the tool layer can show it to the agent verbatim."""
 
@@ -68,7 +68,7 @@ class SandboxResult:
     error: str | None  # sandbox unavailable (fail closed) or a limit was hit, phrased for the agent
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits for one run; defaults suit short numeric forecasting scripts."""
 
@@ -484,7 +484,7 @@ def _faketime_spec(now: datetime) -> str:
 # --- file system layout ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _Layout:
     """Host paths the sandbox needs, resolved once per process."""
 
@@ -869,7 +869,7 @@ def _bwrap_argv(
 # --- memory cgroup ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _CgroupParent:
     """A cgroup directory (v1 memory hierarchy or v2 unified) under which per-call groups are made."""
 
@@ -1154,6 +1154,10 @@ def _execute(
         _retire(cgroup)
 
 
+def _timeout_message(limits: SandboxLimits) -> str:
+    return f"timed out after {limits.timeout_s:g} s; the process was killed"
+
+
 def _collect(
     proc: subprocess.Popen[bytes],
     stdout_fd: int,
@@ -1211,7 +1215,7 @@ def _collect(
     killed = timed_out or flooded
     problems: list[str] = []
     if timed_out:
-        problems.append(f"timed out after {limits.timeout_s:g} s; the process was killed")
+        problems.append(_timeout_message(limits))
     if flooded:
         problems.append(f"output exceeded {hard_cap} bytes; the process was killed")
     if truncated:
@@ -1231,7 +1235,7 @@ def _collect(
 # --- availability (fail closed) --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _Availability:
     ok: bool
     reason: str
@@ -1402,7 +1406,7 @@ def frame_output(result: SandboxResult) -> tuple[str, str | None]:
     return content, None
 
 
-def sandbox_python_runner(code: str, now: datetime) -> tuple[str, str | None]:
+def sandbox_python_runner(code: str, now: datetime, timeout_s: float | None = None) -> tuple[str, str | None]:
     """The env's python tool: run ``code`` with the clock at ``now`` (the step's cutoff) and frame it.
 
     Fails closed: when no sandbox is available the error says so and nothing runs.
@@ -1410,8 +1414,25 @@ def sandbox_python_runner(code: str, now: datetime) -> tuple[str, str | None]:
     Args:
         code: The agent's program.
         now: The forecast step's cutoff; the sandbox's clock reads it.
+        timeout_s: What is left of the step's python time budget: the call's timeout is the smaller of
+            this and the default. When the budget is what stops the program, the error says so.
 
     Returns:
         ``(content, error)`` as :func:`frame_output` gives them.
     """
-    return frame_output(run_python(code, now=now))
+    limits = DEFAULT_LIMITS
+    budget_cut = timeout_s is not None and timeout_s < limits.timeout_s
+    if budget_cut:
+        assert timeout_s is not None
+        limits = dataclasses.replace(limits, timeout_s=max(timeout_s, 0.001))
+    result = run_python(code, limits, now=now)
+    if budget_cut and result.timed_out and result.error is not None:
+        # Not "timed out after 3.14159 s": the same code gives the same message whatever was left.
+        message = _timeout_message(limits)
+        result = dataclasses.replace(
+            result,
+            error=result.error.replace(
+                message, "the python time budget of this step ran out; the process was killed"
+            ),
+        )
+    return frame_output(result)

@@ -27,6 +27,7 @@ import pytest
 
 from forecast_dojo import sandbox
 from forecast_dojo.sandbox import SandboxLimits, run_python, sandbox_available
+from tests.venvs import make_venv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = SandboxLimits(timeout_s=5.0, memory_mb=256)
@@ -765,11 +766,11 @@ def test_forecast_dojo_is_invisible_from_a_wheel_install(tmp_path: Path) -> None
     )  # fmt: skip
     (wheel,) = wheels.glob("forecast_dojo-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120
-    )
-    python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
+    python = str(make_venv(venv))  # sees this environment's packages, also when that is itself a virtualenv
+    # --ignore-installed: the environment this test runs in may already hold forecast_dojo 0.1.0 (an
+    # editable install), and pip would then call the wheel "already satisfied" and install nothing.
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
+                   check=True, timeout=300)  # fmt: skip
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "world.json").write_text('{"outcome": "YES"}')
