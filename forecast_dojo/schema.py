@@ -61,6 +61,14 @@ class Document:
             raise SchemaError(f"document id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str) or not self.text.strip():
             raise SchemaError(f"document {self.id!r}: text must be a non-empty string")
+        if not isinstance(self.title, str) or not isinstance(self.date_source, str):
+            raise SchemaError(f"document {self.id!r}: title and date_source must be strings")
+        for name in ("url", "source"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise SchemaError(
+                    f"document {self.id!r}: {name} must be a string or None, got {preview(value)}"
+                )
         for name in ("published_at", "available_at"):
             value = getattr(self, name)
             if not isinstance(value, datetime) or value.tzinfo is None:

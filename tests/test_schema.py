@@ -82,6 +82,10 @@ def test_documents_need_aware_dates_text_and_order():
         Document("d", "", " ", T, T)
     with pytest.raises(SchemaError, match="precedes"):
         Document("d", "", "text", T, T - timedelta(seconds=1))
+    with pytest.raises(SchemaError, match="title and date_source must be strings"):
+        Document("d", None, "text", T, T)  # type: ignore[arg-type]
+    with pytest.raises(SchemaError, match="url must be a string or None, got 5"):
+        Document("d", "", "text", T, T, url=5)  # type: ignore[arg-type]
 
 
 def test_check_distribution():
