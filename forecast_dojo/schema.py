@@ -39,6 +39,10 @@ class SchemaError(ForecastDojoError, ValueError):
     """A record that does not satisfy the documented schema; the message names the record and field."""
 
 
+class EventsFileNotFoundError(SchemaError, FileNotFoundError):
+    """An events file that does not exist (also a ``FileNotFoundError``, as before)."""
+
+
 @dataclass(frozen=True)
 class Document:
     """One dated text of a corpus.
@@ -644,8 +648,8 @@ def load_events(path: str | Path) -> list[Event]:
     event and the field.
     """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"events file not found: {path}")
+    if not path.is_file():
+        raise EventsFileNotFoundError(f"events file not found: {path}")
     if path.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -656,7 +660,10 @@ def load_events(path: str | Path) -> list[Event]:
             raise SchemaError(f"{path}: not a readable parquet file ({err})") from err
         records = [(f"{path}: row {i}", r) for i, r in enumerate(rows, 1)]
     elif path.suffix == ".jsonl":
-        records = [(f"{path}:{lineno}", r) for lineno, r in _read_jsonl(path)]
+        try:
+            records = [(f"{path}:{lineno}", r) for lineno, r in _read_jsonl(path)]
+        except OSError as err:
+            raise SchemaError(f"{path}: cannot read the events file ({err.strerror or err})") from err
     else:
         raise SchemaError(f"{path}: events files end in .jsonl or .parquet")
     events = []

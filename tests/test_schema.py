@@ -410,3 +410,12 @@ def test_too_many_or_too_long_labels_are_refused():
     version = {"from": "2030-01-05T00:00:00Z", "background": "b" * (MAX_TEXT_CHARS + 1)}
     with pytest.raises(SchemaError, match=r"'text_versions'\]\[0\]\['background'\] has 100,001 characters"):
         dataclasses.replace(base, extra={"text_versions": [version]})
+
+
+def test_a_missing_events_file_is_a_forecast_dojo_error(tmp_path):
+    from forecast_dojo.errors import ForecastDojoError
+
+    for path in (tmp_path / "none.jsonl", tmp_path):
+        with pytest.raises(FileNotFoundError, match="events file not found") as err:
+            load_events(path)
+        assert isinstance(err.value, ForecastDojoError)
