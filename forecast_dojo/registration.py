@@ -40,7 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import SpecError as SpecError
 from forecast_dojo.prompts import Budgets
 from forecast_dojo.tools import TOOL_NAMES
 
@@ -57,10 +57,6 @@ _DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids"}
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
-
-
-class SpecError(ForecastDojoError, ValueError):
-    """A spec that cannot be used; the message names the file (or spec) and the key."""
 
 
 @dataclass(frozen=True)
@@ -244,6 +240,61 @@ def _corpus(path: Path) -> Corpus:
     return _corpora[key]
 
 
+def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
+    """The events file and corpus directory of a spec; the synthetic world is built (or found cached) first.
+
+    Raises:
+        SpecError: The spec's events file or corpus does not exist; the message says which command builds it.
+    """
+    if spec.world == "synthetic":
+        from forecast_dojo.synthetic import ensure_synthetic_world
+
+        paths = ensure_synthetic_world(spec.seed, embedder=spec.embedder or "minilm")
+        return paths.events_path, paths.corpus_dir
+    assert spec.events is not None and spec.corpus is not None
+    where = str(spec.source or spec.name)
+    if not spec.corpus.is_dir():
+        raise SpecError(
+            f"{where}: corpus {spec.corpus} is not built; build it with "
+            f"'forecast-dojo corpus build --source ... --input ... --out {spec.corpus}' (README, 'Real data')"
+        )
+    if not spec.events.is_file():
+        raise SpecError(
+            f"{where}: events file {spec.events} is not built; build it with "
+            f"'forecast-dojo events build ... --corpus {spec.corpus} --out {spec.events.parent}' (README, 'Real data')"
+        )
+    return spec.events, spec.corpus
+
+
+def spec_event_ids(spec: DojoSpec | str | os.PathLike[str]) -> list[str]:
+    """The ids of the events a spec's env holds, read from its events file alone (no corpus, no embedder).
+
+    Args:
+        spec: A :class:`DojoSpec`, a spec file, a spec name or a gymnasium id.
+
+    Returns:
+        The event ids in file order (the spec's ``event_ids`` subset when it has one).
+
+    Raises:
+        SpecError: The events or corpus are not built, or ``event_ids`` names events the file lacks.
+    """
+    from forecast_dojo.schema import load_events
+
+    resolved = resolve_spec(spec)
+    events_path, _ = _data_paths(resolved)
+    return [e.id for e in _subset(resolved, load_events(events_path), events_path)]
+
+
+def _subset(spec: DojoSpec, events: list[Any], events_path: Path) -> list[Any]:
+    if spec.event_ids is None:
+        return events
+    wanted = set(spec.event_ids)
+    missing = wanted - {e.id for e in events}
+    if missing:
+        raise SpecError(f"{spec.name}: event ids not in {events_path}: {sorted(missing)[:5]}")
+    return [e for e in events if e.id in wanted]
+
+
 def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastDojoEnv:
     """Build the env a spec describes.
 
@@ -272,21 +323,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             resolved, budgets=dataclasses.replace(resolved.budgets, **budget_overrides)
         )
     resolved.validate()
-    if resolved.world == "synthetic":
-        from forecast_dojo.synthetic import ensure_synthetic_world
-
-        paths = ensure_synthetic_world(resolved.seed, embedder=resolved.embedder or "minilm")
-        events_path, corpus_path = paths.events_path, paths.corpus_dir
-    else:
-        assert resolved.events is not None and resolved.corpus is not None
-        events_path, corpus_path = resolved.events, resolved.corpus
-    events = load_events(events_path)
-    if resolved.event_ids is not None:
-        wanted = set(resolved.event_ids)
-        missing = wanted - {e.id for e in events}
-        if missing:
-            raise SpecError(f"{resolved.name}: event ids not in {events_path}: {sorted(missing)[:5]}")
-        events = [e for e in events if e.id in wanted]
+    events_path, corpus_path = _data_paths(resolved)
+    events = _subset(resolved, load_events(events_path), events_path)
     corpus = _corpus(corpus_path)
     embedder = _embedder(resolved.embedder or corpus.embedder_name)
     retriever = make_retriever(resolved.retriever, corpus, embedder, **resolved.retriever_options)

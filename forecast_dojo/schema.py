@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import SchemaError as SchemaError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 from forecast_dojo.untrusted import preview
 
@@ -22,10 +23,6 @@ EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
 # A resolution this long after the close is a typo (ForecastBench's longest is 28 days): see Event.
 MAX_RESOLUTION_LAG = timedelta(days=5 * 366)
-
-
-class SchemaError(ForecastDojoError, ValueError):
-    """A record that does not satisfy the documented schema; the message names the record and field."""
 
 
 @dataclass(frozen=True)
@@ -382,7 +379,7 @@ def load_events(path: str | Path) -> list[Event]:
     """Read and validate an events file (JSONL or parquet). Any bad record fails the whole load."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"events file not found: {path}")
+        raise InputNotFoundError(f"events file not found: {path}")
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.errors import DataError, OutputExistsError
 from forecast_dojo.records import RecordFormatError, StepRecord
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class TrajectoryWriter:
         if run_file.exists():
             existing = json.loads(run_file.read_text())
             if existing.get("run_id") != self.run_id:
-                raise FileExistsError(
+                raise OutputExistsError(
                     f"{self.directory} holds the log of run {existing.get('run_id')!r}, not {self.run_id!r}; use another directory"
                 )
         else:
@@ -281,7 +282,7 @@ class TrajectoryWriter:
             True if written, False if a record with the same key was already in the log.
         """
         if record.run_id not in (None, self.run_id):
-            raise ValueError(f"record of run {record.run_id!r} written to the log of run {self.run_id!r}")
+            raise DataError(f"record of run {record.run_id!r} written to the log of run {self.run_id!r}")
         if record.run_id is None:
             record = record.replace(run_id=self.run_id)
         if record.key in self._keys:

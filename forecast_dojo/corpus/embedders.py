@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from forecast_dojo.errors import ConfigError, DataError
 from forecast_dojo.untrusted import clean_text
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -137,7 +138,7 @@ class StaticMiniLMEmbedder:
         self.table = np.load(path / "embeddings.npy")
         self.token_rows = np.load(path / "token_rows.npy")
         if self.table.shape[1] != dim:
-            raise ValueError(f"{path}: static table has {self.table.shape[1]} dims, expected {dim}")
+            raise DataError(f"{path}: static table has {self.table.shape[1]} dims, expected {dim}")
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.MAX_TOKENS)
@@ -180,7 +181,7 @@ def get_embedder(name: str) -> Embedder:
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
-    raise ValueError(
+    raise ConfigError(
         f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', "
         "'static-minilm', 'static-minilm-<dim>', 'hashing', 'hashing-bow-<dim>'"
     )

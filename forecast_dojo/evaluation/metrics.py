@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from forecast_dojo.errors import DataError
+
 LOG_FLOOR = 1e-3
 N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
@@ -404,7 +406,7 @@ def paired_difference(
             if va is not None and vb is not None:
                 by_event[event_id].append(va - vb)
     if not by_event:
-        raise ValueError(f"no steps scored by both {a} and {b}")
+        raise DataError(f"no steps scored by both {a} and {b}")
     mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
     return {
         "a": list(a),

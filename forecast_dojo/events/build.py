@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import BuildConfigError as BuildConfigError
+from forecast_dojo.errors import OutputExistsError
 from forecast_dojo.events.leakage import (
     MEASURED_ON_LABELS,
     LeakageConfig,
@@ -33,10 +34,6 @@ from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
 OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "decisions.jsonl", "report.json", "report.md")
-
-
-class BuildConfigError(ForecastDojoError, ValueError):
-    """A configuration file or value that does not match the documented options."""
 
 
 @dataclass(frozen=True)
@@ -339,7 +336,7 @@ def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool =
     out = Path(out_dir)
     existing = [name for name in OUTPUT_FILES if (out / name).exists()]
     if existing and not overwrite:
-        raise FileExistsError(
+        raise OutputExistsError(
             f"{out} already holds {existing}; pass overwrite=True (--overwrite) to replace them"
         )
     out.mkdir(parents=True, exist_ok=True)

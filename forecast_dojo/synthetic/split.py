@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from forecast_dojo.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class EventSplit:
@@ -35,7 +37,7 @@ class EventSplit:
             return list(self.held_out)
         if which == "all":
             return sorted(self.train + self.held_out)
-        raise ValueError(f"split must be train, eval or all, not {which!r}")
+        raise ConfigError(f"split must be train, eval or all, not {which!r}")
 
 
 def split_event_ids(event_ids: Iterable[str]) -> EventSplit:

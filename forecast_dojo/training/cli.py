@@ -46,22 +46,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def export_sft_command(args: argparse.Namespace) -> int:
     """Run the export and print what was kept and dropped."""
-    from forecast_dojo.training.export import ExportConfig, ExportError, export_sft
+    from forecast_dojo.training.export import ExportConfig, export_sft
 
-    try:
-        config = ExportConfig(
-            valid_only=not args.keep_invalid,
-            min_score=args.min_score,
-            max_regret=args.max_regret,
-            score_rule=args.score_rule,
-            best_per_step=args.best_of or None,
-            deduplicate=not args.keep_duplicates,
-            max_tokens=args.max_tokens or None,
-            tokenizer=args.tokenizer,
-            eval_events=tuple(args.eval_events),
-            assume_all_training=args.assume_all_training,
-        )
-        export_sft(args.logs, args.out, config)
-    except ExportError as err:
-        raise SystemExit(f"export sft: {err}") from err
+    config = ExportConfig(
+        valid_only=not args.keep_invalid,
+        min_score=args.min_score,
+        max_regret=args.max_regret,
+        score_rule=args.score_rule,
+        best_per_step=args.best_of or None,
+        deduplicate=not args.keep_duplicates,
+        max_tokens=args.max_tokens or None,
+        tokenizer=args.tokenizer,
+        eval_events=tuple(args.eval_events),
+        assume_all_training=args.assume_all_training,
+    )
+    export_sft(
+        args.logs, args.out, config
+    )  # an ExportError ends the command with one line (forecast_dojo.cli)
     return 0
