@@ -9,12 +9,33 @@ import random
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
 from forecast_dojo.errors import InputNotFoundError, StudyError, UsageError
 
 SPLITS = ("all", "train", "eval")
 # agent names the command knows besides the scripted ones of ``forecast_dojo.agents.AGENTS``
 EXTRA_AGENTS = ("honest", "openai", "hf:<path>")
 SINGLE_STEP_MODES = ("none", "notebook", "no-tools")
+# OpenAIConfig's fields are the server flags (types, defaults and help from the dataclass); --concurrency
+# is the run's own flag, and two flags keep their documented short names.
+SERVER_FIELDS = (
+    "base_url",
+    "model",
+    "api_key",
+    "temperature",
+    "max_tokens",
+    "timeout_s",
+    "max_retries",
+    "tool_mode",
+)
+SERVER_FLAGS = {
+    "api_key": Flag(help="default: $OPENAI_API_KEY or 'EMPTY'"),
+    "timeout_s": Flag("--timeout", "seconds per request before it counts as a (retryable) timeout"),
+    "max_retries": Flag("--retries"),
+    "tool_mode": Flag(
+        help="native tool calls, or tool calls written as text in the reply", choices=("native", "text")
+    ),
+}
 
 
 def _count(minimum: int) -> Any:
@@ -105,15 +126,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
     )
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
+
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
-    server.add_argument("--base-url", help="e.g. http://127.0.0.1:8000/v1")
-    server.add_argument("--model", help="the model name the server expects")
-    server.add_argument("--api-key", help="default: $OPENAI_API_KEY or 'EMPTY'")
-    server.add_argument("--temperature", type=float, default=0.0)
-    server.add_argument("--max-tokens", type=_count(1), default=512)
-    server.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    server.add_argument("--retries", type=_count(0), default=4)
-    server.add_argument("--tool-mode", choices=["native", "text"], default="native")
+    add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
     local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
@@ -201,6 +217,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         if name == "openai":
             if not args.base_url or not args.model:
                 raise UsageError("agent 'openai' needs --base-url and --model")
+            _server_config(args)  # its own checks (max tokens, retries), before anything loads
         elif name.startswith("hf:"):
             if not name.removeprefix("hf:"):
                 raise UsageError("agent 'hf:<path>' needs the checkpoint's path after 'hf:'")
@@ -219,6 +236,15 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise InputNotFoundError(f"{flag}: file not found: {path}")
 
 
+def _server_config(args: argparse.Namespace) -> Any:
+    """The :class:`~forecast_dojo.agents.openai_agent.OpenAIConfig` the server flags describe."""
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
+
+    return dataclass_from_arguments(
+        OpenAIConfig, args, only=SERVER_FIELDS, flags=SERVER_FLAGS, concurrency=max(args.concurrency, 1)
+    )
+
+
 def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
     from forecast_dojo.agents import AGENTS
 
@@ -227,19 +253,9 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
         if name == "openai":
             if not args.base_url or not args.model:
                 raise UsageError("agent 'openai' needs --base-url and --model")
-            from forecast_dojo.agents.openai_agent import OpenAIAgent, OpenAIConfig
+            from forecast_dojo.agents.openai_agent import OpenAIAgent
 
-            config = OpenAIConfig(
-                base_url=args.base_url,
-                model=args.model,
-                api_key=args.api_key,
-                temperature=args.temperature,
-                max_tokens=args.max_tokens,
-                timeout_s=args.timeout,
-                max_retries=args.retries,
-                concurrency=max(args.concurrency, 1),
-                tool_mode=args.tool_mode,
-            )
+            config = _server_config(args)
             label = f"openai-{args.model.replace('/', '_')}"
             factories[label] = lambda env, config=config, label=label: OpenAIAgent(
                 config, env.tool_schemas(), name=label
