@@ -142,6 +142,10 @@ class InputNotFoundError(ForecastDojoError, FileNotFoundError):
     """A file or folder the caller named that does not exist (the message names it)."""
 
 
+class LogNotFoundError(ForecastDojoError, FileNotFoundError):
+    """A path that is not a run directory, a ``steps.jsonl`` or a folder of run directories."""
+
+
 class OutputExistsError(ForecastDojoError, FileExistsError):
     """An output that already exists and is not replaced unless asked (another run's log, a built events folder)."""
 
@@ -159,6 +163,27 @@ class StudyError(ForecastDojoError, RuntimeError):
 
 class StateError(ForecastDojoError, RuntimeError):
     """An object asked for something its current state cannot do (e.g. a gateway view without a retriever)."""
+
+
+class LogLockedError(ForecastDojoError, RuntimeError):
+    """Another writer (another process, or another writer in this one) holds the run directory's lock."""
+
+
+class LogWriteError(ForecastDojoError, OSError):
+    """Appending to a log failed (e.g. the disk is full); the file was left as it was before the write.
+
+    Attributes:
+        errno: The failed system call's error number (``errno.ENOSPC`` for a full disk), when known.
+    """
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        """Keep ``errno`` (``OSError(errno, message)``) when it is known.
+
+        Args:
+            message: What failed.
+            errno: The system call's error number, or None.
+        """
+        super().__init__(*((errno, message) if errno is not None else (message,)))
 
 
 class EpisodeError(StateError):
@@ -189,6 +214,9 @@ __all__ = [
     "InputNotFoundError",
     "InstantError",
     "LeakageError",
+    "LogLockedError",
+    "LogNotFoundError",
+    "LogWriteError",
     "NotFoundError",
     "NotebookError",
     "OracleError",

@@ -7,6 +7,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     world = "synthetic"
     seed = 0
     embedder = "minilm"
+    # train_events = 400             # extra training-only events (the held-out events stay identical)
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
@@ -234,6 +235,7 @@ class DojoSpec:
         world: ``"synthetic"`` for the embedded world, else None (then ``events`` and ``corpus`` are given).
         seed: The synthetic world's seed.
         embedder: The embedder (synthetic world; for a corpus on disk, defaults to the corpus's own).
+        train_events: Synthetic world: extra training-only events (``generate_world(train_events=N)``).
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
@@ -251,6 +253,7 @@ class DojoSpec:
     world: str | None = None
     seed: int = 0
     embedder: str | None = None
+    train_events: int = 0
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
@@ -394,6 +397,11 @@ class DojoSpec:
             raise SpecError(f"{where}: give either world = 'synthetic' or both events and corpus")
         if self.world is not None and (self.events is not None or self.corpus is not None):
             raise SpecError(f"{where}: a synthetic world brings its own events and corpus")
+        train = self.train_events
+        if isinstance(train, bool) or not isinstance(train, int) or train < 0:
+            raise SpecError(f"{where}: train_events must be a non-negative integer, got {train!r}")
+        if train and self.world is None:
+            raise SpecError(f"{where}: train_events needs world = 'synthetic'")
 
 
 def _known(section: str) -> list[str]:
@@ -475,7 +483,9 @@ def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
     if spec.world == "synthetic":
         from forecast_dojo.synthetic import ensure_synthetic_world
 
-        paths = ensure_synthetic_world(spec.seed, embedder=spec.embedder or "minilm")
+        paths = ensure_synthetic_world(
+            spec.seed, embedder=spec.embedder or "minilm", train_events=spec.train_events
+        )
         return paths.events_path, paths.corpus_dir
     assert spec.events is not None and spec.corpus is not None
     where = str(spec.source or spec.name)
@@ -560,6 +570,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             "name": resolved.name,
             "world": resolved.world,
             "seed": resolved.seed,
+            **({"train_events": resolved.train_events} if resolved.train_events else {}),
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,
