@@ -111,7 +111,7 @@ class SpecKey:
     Attributes:
         section: ``""`` for the top level, else ``data``, ``env``, ``retriever`` or ``budgets``.
         key: The key's name in the file.
-        kind: ``str``, ``int``, ``bool``, ``path`` (a string; relative to the spec's folder, ``~`` and
+        kind: ``str``, ``int``, ``seconds`` (a positive int or float), ``bool``, ``path`` (a string; relative to the spec's folder, ``~`` and
             ``$VARS`` expand), ``str-list``, ``name`` (a gymnasium-id-safe string) or ``embedder``.
         field: What it sets: a :class:`DojoSpec` field (``data``/``env``/top level), a
             :class:`~forecast_dojo.prompts.Budgets` field (``budgets``), a ``make_retriever`` option
@@ -148,6 +148,10 @@ class SpecKey:
                 return f"must be an integer, not {value!r}"
             if self.minimum is not None and value < self.minimum:
                 return f"must be at least {self.minimum}, not {value!r}"
+            return None
+        if kind == "seconds":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                return f"must be a positive number of seconds, not {value!r}"
             return None
         if kind == "path":
             return (
@@ -222,6 +226,9 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey("retriever", "verify", "bool", "verify", doc="hash the index files when loading"),
     SpecKey("budgets", "max_tool_calls", "int", "max_tool_calls", minimum=0, doc="tool calls per step"),
     SpecKey("budgets", "max_turns", "int", "max_turns", minimum=1, doc="turns per step"),
+    SpecKey(
+        "budgets", "max_python_seconds", "seconds", "max_python_seconds", doc="python wall clock per step"
+    ),
 )
 _KEYS = {(k.section, k.key): k for k in SPEC_KEYS}
 
@@ -538,8 +545,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
         **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls`` and
-            ``max_turns``, or env constructor arguments (``log_dir``, ``python_runner``,
+            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls``,
+            ``max_turns`` and ``max_python_seconds``, or env constructor arguments (``log_dir``, ``python_runner``,
             ``render_mode``, ``run_metadata``).
 
     Returns:
@@ -551,7 +558,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
 
     resolved = resolve_spec(spec)
     spec_fields = {f.name for f in dataclasses.fields(DojoSpec)}
-    budget_overrides = {k: overrides.pop(k) for k in ("max_tool_calls", "max_turns") if k in overrides}
+    budget_keys = ("max_tool_calls", "max_turns", "max_python_seconds")
+    budget_overrides = {k: overrides.pop(k) for k in budget_keys if k in overrides}
     resolved = dataclasses.replace(
         resolved, **{k: overrides.pop(k) for k in list(overrides) if k in spec_fields}
     )

@@ -256,6 +256,16 @@ SYNTHETIC = 'name = "x"\n[data]\nworld = "synthetic"\n'
         ("[budgets]\nmax_tool_calls = -1\n", "[budgets] max_tool_calls", "must be at least 0"),
         ("[budgets]\nmax_wall_s = 3\n", "unknown keys in [budgets]", "max_wall_s"),
         (
+            '[budgets]\nmax_python_seconds = "20"\n',
+            "[budgets] max_python_seconds",
+            "positive number of seconds",
+        ),
+        (
+            "[budgets]\nmax_python_seconds = -1.5\n",
+            "[budgets] max_python_seconds",
+            "positive number of seconds",
+        ),
+        (
             '[env]\nmemory = "notebok"\n',
             "[env] memory",
             "unknown memory 'notebok'; known: ['none', 'notebook']",
