@@ -16,6 +16,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     reward = "brier"                 # brier | log | spherical
     tools = ["search", "read", "python", "submit_forecast"]
     # show_episode_length = false    # ablation only: tell the agent how many steps the episode has
+    prompt = "default"               # default | compact (small models: <= 400 SmolLM2 tokens before any tool result)
     [retriever]                      # options for make_retriever: index, nprobe, depth, rrf_k ...
     [budgets]
     max_tool_calls = 8
@@ -40,8 +41,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.prompts import Budgets
+from forecast_dojo.prompts import PROMPT_PROFILES
 from forecast_dojo.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
 ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
 _TOP_KEYS = {"name", "description", "data", "env", "budgets", "retriever"}
-_ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
+_ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length", "prompt"}
 _DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids"}
 
 _corpora: dict[str, Corpus] = {}
@@ -82,6 +84,7 @@ class DojoSpec:
         tools: The enabled tools (``submit_forecast`` always).
         budgets: Per-step budgets.
         show_episode_length: Ablation: show the number of steps to the agent.
+        prompt: The prompt profile, ``default`` or ``compact`` (:data:`forecast_dojo.prompts.PROMPT_PROFILES`).
         source: The file the spec was read from.
     """
 
@@ -99,6 +102,7 @@ class DojoSpec:
     tools: tuple[str, ...] = TOOL_NAMES
     budgets: Budgets = field(default_factory=Budgets)
     show_episode_length: bool = False
+    prompt: str = "default"
     source: Path | None = None
 
     @property
@@ -157,6 +161,7 @@ class DojoSpec:
                 tools=tuple(env.get("tools", TOOL_NAMES)),
                 budgets=Budgets(**budgets),
                 show_episode_length=bool(env.get("show_episode_length", False)),
+                prompt=env.get("prompt", "default"),
                 source=path,
             )
         except (TypeError, ValueError) as err:
@@ -177,6 +182,10 @@ class DojoSpec:
             raise SpecError(f"{where}: give either world = 'synthetic' or both events and corpus")
         if self.world is not None and (self.events is not None or self.corpus is not None):
             raise SpecError(f"{where}: a synthetic world brings its own events and corpus")
+        if self.prompt not in PROMPT_PROFILES:
+            raise SpecError(
+                f"{where}: [env] prompt must be one of {list(PROMPT_PROFILES)}, not {self.prompt!r}"
+            )
 
 
 def builtin_spec_paths() -> list[Path]:
@@ -250,7 +259,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
         **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls`` and
+            ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields ``max_tool_calls`` and
             ``max_turns``, or env constructor arguments (``log_dir``, ``python_runner``,
             ``render_mode``, ``run_metadata``).
 
@@ -310,6 +319,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         budgets=resolved.budgets,
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
+        prompt=resolved.prompt,
         run_metadata=metadata,
         **overrides,
     )

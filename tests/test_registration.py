@@ -58,6 +58,7 @@ def test_spec_on_disk_events_and_corpus(tmp_path, tiny_corpus_dir):
         ('name = "x"\n[data]\nworld = "synthetic"\n[budgets]\nmax_turns = 0\n', "max_turns"),
         ('[data]\nworld = "synthetic"\n', "missing 'name'"),
         ("name = \n", "not valid TOML"),
+        ('name = "x"\n[data]\nworld = "synthetic"\n[env]\nprompt = "tiny"\n', "[env] prompt must be one of"),
     ],
 )
 def test_bad_specs_fail_clearly(tmp_path, text, message):
@@ -72,6 +73,29 @@ def test_synthetic_env_via_gym_make(tmp_path, monkeypatch):
     assert obs["step"] == 0 and "notebook" in obs["messages"][0]["content"]
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
+
+
+def test_the_prompt_profile_comes_from_the_spec_or_make(tiny_corpus_dir, tmp_path):
+    from forecast_dojo.schema import save_events
+
+    save_events(tiny_events(), tmp_path / "events.jsonl")
+    path = write(
+        tmp_path,
+        f'name = "Tiny-v0"\n[data]\nevents = "events.jsonl"\ncorpus = "{tiny_corpus_dir}"\n[env]\nprompt = "compact"\n',
+    )
+    assert DojoSpec.from_toml(path).prompt == "compact"
+    env = forecast_dojo.make(path, python_runner=None)
+    assert env.prompt == "compact" and env.run_metadata["prompt"] == "compact"
+    assert forecast_dojo.make(path, python_runner=None, prompt="default").prompt == "default"
+    spec = DojoSpec(name="t", events=tmp_path / "events.jsonl", corpus=tiny_corpus_dir)
+    assert make(spec, python_runner=None).prompt == "default"
+    assert (
+        make(spec, python_runner=None, prompt="compact")
+        .reset("harbor")[0]["messages"][0]["content"]
+        .startswith("Only news before the forecast date exists.")
+    )
+    with pytest.raises(SpecError, match="prompt must be one of"):
+        make(spec, prompt="huge")
 
 
 def test_make_env_overrides_budgets(tiny_corpus_dir, tmp_path):
