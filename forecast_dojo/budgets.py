@@ -1,4 +1,4 @@
-"""Per-step limits of an environment: how many tool calls and turns an agent has before it must submit."""
+"""Per-step limits of an environment: tool calls, turns and python wall-clock time before the agent must submit."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ class Budgets:
 
     max_tool_calls: int = 8
     max_turns: int = 10
+    # Wall-clock seconds of python (all calls together) per forecast step; each call also has its own timeout.
+    max_python_seconds: float = 20.0
 
     def __post_init__(self) -> None:
         if self.max_tool_calls < 0 or self.max_turns < 1:
             raise ValueError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+        if not (
+            isinstance(self.max_python_seconds, int | float) and 0 < self.max_python_seconds < float("inf")
+        ):
+            raise ValueError(f"max_python_seconds must be a positive number, got {self.max_python_seconds!r}")

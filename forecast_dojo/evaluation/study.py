@@ -40,7 +40,7 @@ from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status
+from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
 
 EPISODE_MODES = ("none", "notebook", "no-tools")
 CONTROLS = ("empty", "stale", "shuffled", "oracle")
@@ -407,13 +407,7 @@ def _run_jobs(
 
 def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
     """Write reference forecasters' records to ``<out>/references.jsonl`` (replacing it)."""
-    path = Path(out) / REFERENCES_FILE
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return save_records(Path(out) / REFERENCES_FILE, records)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
@@ -441,10 +435,8 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
                 if record.event_id in study["events"]:
                     rows.append(record_row(record, name) | {"agent": name, "memory": mode})
     references = out / REFERENCES_FILE
-    if references.exists():
-        for line in references.read_text().splitlines():
-            if line.strip():
-                rows.append(record_row(StepRecord.from_dict(json.loads(line))))
+    if references.exists():  # several forecasters' records share (event, step) keys: keep them all
+        rows.extend(record_row(record) for record in load_records(references, deduplicate=False))
     from datetime import datetime
 
     meta = study.get("event_meta", {})
