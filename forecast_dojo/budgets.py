@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from forecast_dojo.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Budgets:
@@ -16,8 +18,10 @@ class Budgets:
 
     def __post_init__(self) -> None:
         if self.max_tool_calls < 0 or self.max_turns < 1:
-            raise ValueError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+            raise ConfigError("budgets need max_tool_calls >= 0 and max_turns >= 1")
         if not (
             isinstance(self.max_python_seconds, int | float) and 0 < self.max_python_seconds < float("inf")
         ):
-            raise ValueError(f"max_python_seconds must be a positive number, got {self.max_python_seconds!r}")
+            raise ConfigError(
+                f"max_python_seconds must be a positive number, got {self.max_python_seconds!r}"
+            )

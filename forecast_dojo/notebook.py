@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import NotebookError as NotebookError
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
 
@@ -80,10 +80,6 @@ def notebook_value(
         "evidence": [{key: entry[key] for key in EVIDENCE_KEYS if key in entry} for entry in evidence],
         "open_questions": list(open_questions),
     }
-
-
-class NotebookError(ForecastDojoError, ValueError):
-    """A notebook that does not follow the schema; the message tells the agent what to fix."""
 
 
 @dataclass(frozen=True)

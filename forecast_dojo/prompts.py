@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from forecast_dojo.budgets import Budgets
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.notebook import Notebook, schema_shape
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import iso
@@ -32,9 +33,9 @@ PROMPT_PROFILES = ("default", "compact")
 
 
 def check_profile(profile: str) -> str:
-    """``profile`` if it is one of :data:`PROMPT_PROFILES`, else a ValueError naming them."""
+    """``profile`` if it is one of :data:`PROMPT_PROFILES`, else a ConfigError naming them."""
     if profile not in PROMPT_PROFILES:
-        raise ValueError(f"prompt must be one of {PROMPT_PROFILES}, not {profile!r}")
+        raise ConfigError(f"prompt must be one of {PROMPT_PROFILES}, not {profile!r}")
     return profile
 
 
