@@ -716,7 +716,7 @@ def _python_layout() -> _Layout:
         libfaketime,
         tempfile.mkdtemp(prefix="forecast-dojo-sandbox-root-"),
     )
-    _skeletons.append(layout.skeleton)
+    _skeletons.append((os.getpid(), layout.skeleton))
     _ensure_skeleton(layout)
     return layout
 
@@ -726,7 +726,10 @@ def _python_layout() -> _Layout:
 _SKELETON_TIME = DEFAULT_NOW.timestamp()  # the bootstrap gives /tmp the same time
 # Device nodes bound from the host's /dev (what bwrap's --dev offers, less ptys, /dev/shm and /dev/tty).
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-_skeletons: list[str] = []
+# (creating pid, path) of every skeleton made; removed at exit by the process that made it (a forked child
+# that exits normally must not remove its parent's).
+_skeletons: list[tuple[int, str]] = []
+_skeleton_lock = threading.Lock()
 # Owner of the skeleton's device nodes: a host uid that the sandbox's user namespace does not map (it maps
 # only the caller's uid), so the sandbox's code is never their owner. 65534 unless we are 65534.
 _UNMAPPED_UID = 65534 if os.getuid() != 65534 else 65533
@@ -734,8 +737,9 @@ _UNMAPPED_UID = 65534 if os.getuid() != 65534 else 65533
 
 @atexit.register
 def _remove_skeletons() -> None:
-    for path in _skeletons:
-        shutil.rmtree(path, ignore_errors=True)
+    for pid, path in _skeletons:
+        if pid == os.getpid():
+            shutil.rmtree(path, ignore_errors=True)
     _skeletons.clear()
 
 
@@ -750,6 +754,12 @@ def _ensure_skeleton(layout: _Layout) -> None:
     marker = os.path.join(layout.skeleton, "complete")
     if os.path.exists(marker):
         return
+    with _skeleton_lock:
+        if not os.path.exists(marker):
+            _build_skeleton(layout, marker)
+
+
+def _build_skeleton(layout: _Layout, marker: str) -> None:
     root, empty = layout.root, layout.empty
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root, exist_ok=True)
