@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     server.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     server.add_argument("--retries", type=int, default=4)
     server.add_argument("--tool-mode", choices=["native", "text"], default="native")
-    local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
+    local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
         choices=["float32", "bfloat16"],
@@ -171,11 +171,11 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             factories[label] = lambda env, config=config, label=label: OpenAIAgent(
                 config, env.tool_schemas(), name=label
             )
-        elif name.startswith("hf:"):
+        elif name.startswith("hf:") or name == "smollm2":  # local models: batched at --concurrency
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = f"hf-{Path(path).name}"
+            label = name if name == "smollm2" else f"hf-{Path(path).name}"
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,
