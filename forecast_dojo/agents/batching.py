@@ -348,11 +348,8 @@ class GenerationBatcher:
         for row, (request, result) in enumerate(zip(batch, results, strict=True)):
             if request.session is None or not result:
                 continue
-            positions = torch.cat(
-                [mask[row].nonzero()[:, 0], torch.arange(width, width + len(result) - 1)]
-            )
+            positions = torch.cat([mask[row].nonzero()[:, 0], torch.arange(width, width + len(result) - 1)])
             layers = [
-                (layer.keys[row][:, positions], layer.values[row][:, positions])
-                for layer in cache.layers
+                (layer.keys[row][:, positions], layer.values[row][:, positions]) for layer in cache.layers
             ]
             self._store(request.session, request.ids + result[:-1], layers)

@@ -189,19 +189,27 @@ def test_lockstep_sessions_reuse_cached_prefixes_and_end_at_different_times(mode
 
 def test_prefix_reuse_gives_the_same_tokens_as_recomputing(model):
     plain = GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.2)
-    cached = GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.2, reuse_prefix=True)
+    cached = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.2, reuse_prefix=True
+    )
     first = [_conversation(0, i, []) for i in range(3)]
     replies = _in_threads(cached, first, max_new_tokens=5, do_sample=False)
     assert replies == _in_threads(plain, first, max_new_tokens=5, do_sample=False)
-    second = [_conversation(1, i, [replies[i]]) for i in range(3)]  # no sessions: prefixes found across requests
+    second = [
+        _conversation(1, i, [replies[i]]) for i in range(3)
+    ]  # no sessions: prefixes found across requests
     before = cached.stats.reused_tokens
-    assert _in_threads(cached, second, max_new_tokens=5, do_sample=False) == [_alone(model, p, 5) for p in second]
+    assert _in_threads(cached, second, max_new_tokens=5, do_sample=False) == [
+        _alone(model, p, 5) for p in second
+    ]
     assert cached.stats.reused_tokens - before == 0  # requests without a session keep no cache
     keyed = GenerationBatcher(
         model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.0, reuse_prefix=True, cache_tokens=30
     )
     a, b = keyed.new_session(), keyed.new_session()
     keyed.generate(first[0], session=a, max_new_tokens=5, do_sample=False)
-    assert keyed.generate(first[1], session=b, max_new_tokens=5, do_sample=False) == _alone(model, first[1], 5)
+    assert keyed.generate(first[1], session=b, max_new_tokens=5, do_sample=False) == _alone(
+        model, first[1], 5
+    )
     assert keyed.stats.reused_tokens == 7  # the shared system prefix of another session
     assert sum(len(e.ids) for e in keyed._cache.values()) <= 30 or len(keyed._cache) == 1  # the token budget

@@ -51,6 +51,11 @@ def test_template_renders_tool_calls_and_results(tokenizer):
             ],
         },
     ]
+    from forecast_dojo import chat_template, training
+
+    assert (
+        TOOL_CHAT_TEMPLATE is chat_template.TOOL_CHAT_TEMPLATE is training.TOOL_CHAT_TEMPLATE
+    )  # one template
     text = tokenizer.apply_chat_template(messages, chat_template=TOOL_CHAT_TEMPLATE, tokenize=False)
     assert text == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
@@ -212,7 +217,9 @@ def test_pretrained_agents_share_one_batcher_and_load_in_bfloat16(
         pretrained_agent(path, dtype="float8")
 
 
-def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(make_tiny_env, tiny_model, tokenizer, tmp_path):
+def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(
+    make_tiny_env, tiny_model, tokenizer, tmp_path
+):
     """Episodes played in threads on one batcher (lockstep batches, cached prefixes, episodes of different
     lengths) write exactly the turns that plain, uncached, one-at-a-time generation writes."""
     import threading
@@ -229,7 +236,9 @@ def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(make_tiny
     def play(make_agent, folder: str, concurrent: bool) -> dict[str, list[list[str]]]:
         def one(event_id: str) -> None:
             env = make_tiny_env(
-                memory="none", budgets=Budgets(max_tool_calls=1, max_turns=2), log_dir=tmp_path / folder / event_id
+                memory="none",
+                budgets=Budgets(max_tool_calls=1, max_turns=2),
+                log_dir=tmp_path / folder / event_id,
             )
             run_episode(env, make_agent(), event_id)
             env.close()
@@ -245,7 +254,9 @@ def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(make_tiny
                 one(e)
         turns = {}
         for e in events:
-            records = [json.loads(x) for x in (tmp_path / folder / e / "steps.jsonl").read_text().splitlines()]
+            records = [
+                json.loads(x) for x in (tmp_path / folder / e / "steps.jsonl").read_text().splitlines()
+            ]
             turns[e] = [[m["content"] for m in r["messages"] if m["role"] == "assistant"] for r in records]
         return turns
 
@@ -254,7 +265,9 @@ def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(make_tiny
         return TransformersAgent(tiny_model, tokenizer, max_new_tokens=8, batcher=plain)
 
     shared = generation_batcher(tiny_model, tokenizer, max_batch=8, wait_s=5.0)
-    batched = play(lambda: TransformersAgent(tiny_model, tokenizer, max_new_tokens=8, batcher=shared), "b", True)
+    batched = play(
+        lambda: TransformersAgent(tiny_model, tokenizer, max_new_tokens=8, batcher=shared), "b", True
+    )
     assert batched == play(reference_agent, "a", False)
     assert all(len(batched[e]) == n_steps[e] for e in events)
     assert max(shared.batch_sizes) == len(events) and shared.batch_sizes[-1] < len(events)
