@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from forecast_dojo.errors import ConfigError
+
 
 @dataclass
 class _Request:
@@ -129,7 +131,7 @@ class GenerationBatcher:
         cache_tokens: int = 65_536,
     ) -> None:
         if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+            raise ConfigError(f"max_batch must be at least 1, got {max_batch}")
         self.model = model
         self.tokenizer = tokenizer
         self.stop_token_id = stop_token_id
