@@ -144,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
     add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
-    local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
+    local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
         choices=["float32", "bfloat16"],
@@ -280,11 +280,11 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             factories[label] = lambda env, config=config, label=label: OpenAIAgent(
                 config, env.tool_schemas(), name=label
             )
-        elif name.startswith("hf:"):
+        elif name.startswith("hf:") or name == "smollm2":  # local models: batched at --concurrency
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = f"hf-{Path(path).name}"
+            label = name if name == "smollm2" else f"hf-{Path(path).name}"
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,
