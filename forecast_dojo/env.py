@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,15 +35,17 @@ from gymnasium import spaces
 
 from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
-from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
-from forecast_dojo.schema import Event
+from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
     Action,
@@ -54,7 +57,7 @@ from forecast_dojo.spaces import (
 )
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
+from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
@@ -92,25 +95,27 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
         show_episode_length: bool = False,
+        prompt: str = "default",
     ) -> None:
         if not events:
-            raise ValueError("an environment needs at least one event")
+            raise ConfigError("an environment needs at least one event")
         if memory not in MEMORY_MODES:
-            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+            raise ConfigError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         if reward not in SCORING_RULES:
-            raise ValueError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
+            raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
         if unknown_tools or "submit_forecast" not in tools:
-            raise ValueError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
+            raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.prompt = check_profile(prompt)
         self.events = list(events)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
-            raise ValueError("duplicate event ids")
+            raise ConfigError("duplicate event ids")
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
-            raise ValueError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
+            raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
         self.corpus = corpus
         self.gateway = TemporalGateway(corpus, retriever)
         self.memory = memory
@@ -131,23 +136,26 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
             **({"show_episode_length": True} if self.show_episode_length else {}),
+            **({"prompt": self.prompt} if self.prompt != "default" else {}),  # the default keeps its run id
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
         self.agent_name: str | None = self.run_metadata.get("agent")
         self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._writer: TrajectoryWriter | None = None
+        self._log: LogSink | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
-        self._system_prompt = system_prompt(memory, self._schemas)
+        self._system_prompt = system_prompt(memory, self._schemas, self.prompt)
 
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
             "messages": ChatMessages(),
-            "event_id": UnicodeText(max_length=512),
+            # The size limits an Event enforces on construction (forecast_dojo.schema), so every
+            # loaded event's observations lie inside this space.
+            "event_id": UnicodeText(max_length=MAX_EVENT_ID_CHARS),
             "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
             "forecast_date": UnicodeText(max_length=10),
-            "question": UnicodeText(),
-            "outcomes": TextList(),
+            "question": UnicodeText(max_length=MAX_QUESTION_CHARS),
+            "outcomes": TextList(max_items=MAX_OUTCOMES, max_length=MAX_LABEL_CHARS),
             "memory": UnicodeText(max_length=16),
             "budget_left": spaces.Dict(
                 {
@@ -204,34 +212,36 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         options = dict(options or {})
         unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
         if unknown:
-            raise ValueError(
+            raise ResetError(
                 f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
             )
         rollout = options.get("rollout", 0)
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ValueError("options['rollout'] must be a non-negative integer")
+            raise ResetError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
         elif event_id in self._by_id:
             event = self._by_id[event_id]
         else:
-            raise KeyError(f"unknown event id {event_id!r} ({len(self.events)} events in this environment)")
+            raise UnknownEventError(
+                f"unknown event id {event_id!r} ({len(self.events)} events in this environment)"
+            )
         start = options.get("step", 0)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < event.n_steps:
-            raise ValueError(
+            raise ResetError(
                 f"options['step'] must be an integer in [0, {event.n_steps}) for event {event.id!r}"
             )
         notebook = None
         if options.get("notebook") is not None:
             if self.memory != "notebook":
-                raise ValueError("options['notebook'] needs memory='notebook'")
+                raise ResetError("options['notebook'] needs memory='notebook'")
             try:
                 notebook = parse_notebook(
                     options["notebook"], event.outcomes, forecast_date=event.cutoffs[start].date()
                 )
             except NotebookError as err:
-                raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
+                raise ResetError(f"options['notebook'] is not a valid notebook: {err}") from err
         self._event = event
         self._rollout = rollout
         self._done = False
@@ -250,7 +260,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             is its :class:`~forecast_dojo.records.StepRecord`.
         """
         if self._done or self._event is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+            raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
         parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
         self._messages.append(parsed.message())
@@ -305,10 +315,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
 
     def close(self) -> None:
-        """Close the trajectory log, if any."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Close the trajectory log, if any (records a full disk held back are written now, or a warning says they are lost)."""
+        if self._log is not None:
+            log, self._log = self._log, None
+            try:
+                log.close()
+            except LogWriteError as err:
+                warnings.warn(str(err), RuntimeWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ step mechanics
 
@@ -328,7 +341,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
+            self._view,
+            event.outcomes,
+            cutoff.date(),
+            memory=self.memory,
+            python_runner=runner,
+            now=cutoff,
+            python_seconds=self.budgets.max_python_seconds,
+            compact=self.prompt == "compact",
         )
         prompt = step_prompt(
             event,
@@ -338,6 +358,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             notebook if self.memory == "notebook" else None,
             note,
             show_episode_length=self.show_episode_length,
+            profile=self.prompt,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
@@ -397,13 +418,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
         record = self._step_record(forecast, flags, scores, reward, submission)
-        self._write(record)
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
             "scores": scores,
             "cutoff": record.cutoff,
+            **self._write(record),
         }
         finished_step = self._step
         if self._step + 1 >= event.n_steps:
@@ -445,6 +466,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             agent=self.agent_name,
             source=event.source,
             memory=self.memory,
+            prompt=self.prompt,
             messages=[normalize_message(m) for m in self._messages],
             tools=copy.deepcopy(self._schemas),
             tool_calls=list(self._tool_log),
@@ -472,12 +494,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             wall_time_s=round(time.perf_counter() - self._step_started, 6),
         )
 
-    def _write(self, record: StepRecord) -> None:
+    def _write(self, record: StepRecord) -> dict[str, Any]:
+        """Log the record; the step's info fields: ``logged``, and ``log_error`` when it is not in the log."""
         if self._log_dir is None:
-            return
-        if self._writer is None:
-            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata, run_id=self.run_id)
-        self._writer.write(record)
+            return {}
+        if self._log is None:
+            self._log = LogSink(self._log_dir, self.run_metadata, run_id=self.run_id)
+        outcome = self._log.write(record)  # an I/O failure is reported, never raised: the step still ends
+        return {"logged": outcome.written} | ({"log_error": outcome.message()} if not outcome.written else {})
 
     def _add_usage(self, parsed: ParsedAction) -> None:
         for key, value in parsed.usage.items():

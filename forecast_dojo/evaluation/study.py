@@ -36,10 +36,12 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, EpisodeError
+from forecast_dojo.errors import StudyError as StudyError
+from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status
+from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
 
 EPISODE_MODES = ("none", "notebook", "no-tools")
 CONTROLS = ("empty", "stale", "shuffled", "oracle")
@@ -50,10 +52,6 @@ MAX_TURNS_PER_EPISODE = 10_000
 
 AgentFactory = Callable[[ForecastDojoEnv], Agent]
 EnvFactory = Callable[[str, dict[str, Any]], ForecastDojoEnv]
-
-
-class StudyError(ForecastDojoError, RuntimeError):
-    """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +142,7 @@ def control_notebook(
         assessment = dict(zip(event.outcomes, (round(float(p), 6) for p in probabilities), strict=True))
         total = sum(assessment.values())
         assessment = {k: v / total for k, v in assessment.items()}
-        return True, json.dumps({"assessment": assessment, "evidence": [], "open_questions": []})
+        return True, json.dumps(notebook_value(assessment))
     if control == "shuffled":
         same_k = sorted(e.id for e in events.values() if len(e.outcomes) == len(event.outcomes))
         if len(same_k) < 2:
@@ -164,10 +162,8 @@ def control_notebook(
             if label in labels
         }
         evidence = [e for e in raw.get("evidence", []) if str(e.get("date", "")) <= forecast_date]
-        return True, json.dumps(
-            {"assessment": assessment, "evidence": evidence, "open_questions": raw.get("open_questions", [])}
-        )
-    raise ValueError(f"unknown notebook control {control!r}; known: {CONTROLS}")
+        return True, json.dumps(notebook_value(assessment, evidence, raw.get("open_questions", [])))
+    raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
 def plan_controls(
@@ -223,7 +219,7 @@ def play(
                 return steps
         if terminated or truncated:
             return steps
-    raise RuntimeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    raise EpisodeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def evaluate_step(
@@ -408,13 +404,7 @@ def _run_jobs(
 
 def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
     """Write reference forecasters' records to ``<out>/references.jsonl`` (replacing it)."""
-    path = Path(out) / REFERENCES_FILE
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return save_records(Path(out) / REFERENCES_FILE, records)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
@@ -442,10 +432,8 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
                 if record.event_id in study["events"]:
                     rows.append(record_row(record, name) | {"agent": name, "memory": mode})
     references = out / REFERENCES_FILE
-    if references.exists():
-        for line in references.read_text().splitlines():
-            if line.strip():
-                rows.append(record_row(StepRecord.from_dict(json.loads(line))))
+    if references.exists():  # several forecasters' records share (event, step) keys: keep them all
+        rows.extend(record_row(record) for record in load_records(references, deduplicate=False))
     from datetime import datetime
 
     meta = study.get("event_meta", {})

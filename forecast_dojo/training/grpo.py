@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.errors import ConfigError, DataError
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.rewards import INVALID_PENALTY, MISSING_PENALTY, Submission, step_reward
 
@@ -74,7 +75,7 @@ class ForecastStepEnv:
             options["notebook"] = json.loads(notebook) if isinstance(notebook, str) else notebook
         observation, _ = self.env.reset(event_id, options=options)
         if prompt is not None and _prompt_messages(prompt) != _prompt_messages(observation["messages"]):
-            raise ValueError(
+            raise DataError(
                 f"the dataset's prompt for {event_id!r} step {step} differs from the env's: rebuild the dataset "
                 "with build_grpo_dataset for this env"
             )
@@ -220,13 +221,13 @@ def environment_factory(
 
 def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
     """The notebook each logged step started from, per (event, step) (the first log wins)."""
-    from forecast_dojo.training.export import _read_records, _run_dirs
+    from forecast_dojo.trajectory import find_run_dirs, load_records
 
     notebooks: dict[tuple[str, int], str] = {}
-    for run_dir in _run_dirs(logs):
-        for record in _read_records(run_dir):
-            if record.get("memory") == "notebook" and record.get("notebook_in"):
-                notebooks.setdefault((record["event_id"], int(record["step"])), record["notebook_in"])
+    for run_dir in find_run_dirs(logs):
+        for record in load_records(run_dir):
+            if record.memory == "notebook" and record.notebook_in:
+                notebooks.setdefault((record.event_id, record.step), record.notebook_in)
     return notebooks
 
 
@@ -400,7 +401,7 @@ def train_grpo(
         split = synthetic_split(0)
         held_out = sorted(set(events) & set(split.held_out))
         if held_out:
-            raise ValueError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
+            raise ConfigError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
         events = events or list(split.train)
     elif not events:
         events = [e.id for e in env.events]
