@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / ".benchmarks" / "sft-results.jsonl"  # every configuration's raw measurements, appended
 
 
-def make_logs(out: Path, n_events: int, embedder: str) -> list[Path]:
+def make_logs(out: Path, n_events: int, embedder: str, prompt: str = "compact") -> list[Path]:
     """Scripted EvidenceAgent trajectories on training events of the synthetic world, both memory modes."""
     from forecast_dojo.agents import EvidenceAgent
     from forecast_dojo.evaluation.runner import run_episodes
@@ -43,7 +43,9 @@ def make_logs(out: Path, n_events: int, embedder: str) -> list[Path]:
     logs = []
     for memory in ("none", "notebook"):
         log = out / f"evidence-{memory}"
-        env = make("Synthetic-v0", memory=memory, embedder=embedder, log_dir=log, python_runner=None)
+        env = make(
+            "Synthetic-v0", memory=memory, embedder=embedder, log_dir=log, python_runner=None, prompt=prompt
+        )
         run_episodes(env, EvidenceAgent, events, progress=False)
         env.close()
         logs.append(log)
@@ -153,6 +155,9 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=6, help="training events to log")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--max-length", type=int, default=None, help="default: SFTArguments().max_length")
+    parser.add_argument(
+        "--prompt", default="compact", help="the teacher's prompt profile (compact or default)"
+    )
     parser.add_argument("--export-max-tokens", type=int, default=None, help="default: --max-length")
     parser.add_argument(
         "--modes",
@@ -177,7 +182,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
-        logs = make_logs(tmp_path / "logs", args.events, args.embedder)
+        logs = make_logs(tmp_path / "logs", args.events, args.embedder, args.prompt)
         log_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         exported = export_sft(logs, tmp_path / "data", ExportConfig(max_tokens=export_tokens))

@@ -1,6 +1,6 @@
 """SFT from a trajectory log: a teacher plays training events, the log becomes a dataset, TRL fine-tunes.
 
-    python examples/sft_from_log.py --out runs/sft-example                 # SmolLM2-135M, 3 teacher events, ~2-4 min
+    python examples/sft_from_log.py --out runs/sft-example                 # SmolLM2-135M, 3 teacher events
     python examples/sft_from_log.py --embedder hashing --model PATH --max-steps 2 --events 2   # quick
 
 Read top to bottom: (1) fit the honest scripted agent's cue weights on training events and let it play
@@ -34,14 +34,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--max-length",
         type=int,
-        default=2048,
-        help="token budget of the export and of SFT (the default prompt profile's records need 2,048)",
+        default=SFTArguments().max_length,
+        help="token budget of the export and of SFT (default: the SFT default, 1,024)",
+    )
+    parser.add_argument(
+        "--prompt", default="compact", help="prompt profile: compact (small models, default) or default"
     )
     args = parser.parse_args(argv)
 
     # 1. The teacher: cue weights fitted on training events only, then a logged memory-on play of them.
     train_ids = list(synthetic_split(0).train[: args.events])
-    fit_env = forecast_dojo.make("Synthetic-v0", embedder=args.embedder, python_runner=None)
+    fit_env = forecast_dojo.make(
+        "Synthetic-v0", embedder=args.embedder, python_runner=None, prompt=args.prompt
+    )
     cue_model = fit_cue_model(fit_env, train_ids)
     fit_env.close()
     teacher_log = args.out / "teacher"
@@ -49,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
         "SyntheticNotebook-v0",
         embedder=args.embedder,
         python_runner=None,
+        prompt=args.prompt,
         log_dir=teacher_log,
         run_metadata={"agent": "honest"},
     )
