@@ -1,6 +1,7 @@
 """One way to build an environment (like ``gymnasium.envs.registration``): spec files, registration, ``make``.
 
-A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
+A spec is a TOML file (the repository's top-level ``envs/*.toml``, installed in the wheel as
+``forecast_dojo/envs/``)::
 
     name = "Synthetic-v0"            # registered as gymnasium id "forecast_dojo/Synthetic-v0"
     [data]                           # either a synthetic world ...
@@ -10,6 +11,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
+    # split = "train"                # train | eval | all; default: train (forecast-dojo run: eval)
     [env]
     retriever = "dense"              # dense | bm25 | hybrid
     memory = "none"                  # none | notebook
@@ -22,7 +24,10 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     max_turns = 10
 
 ``make(spec_or_name, **overrides)`` builds the env: a :class:`DojoSpec`, a path to a spec file, a
-spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). Importing
+spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). The env holds
+one split of the events (``split``: a ``make``/``gym.make`` keyword, else the spec's ``split``, else
+``train``; :mod:`forecast_dojo.events.split` defines it), so ``reset(seed=...)`` never draws a
+held-out event; events that carry no split (a plain events file) are used whole. Importing
 ``forecast_dojo`` registers every shipped spec and every ``*.toml`` in the folders listed in
 ``FORECAST_DOJO_ENVS`` (``os.pathsep``-separated) as ``forecast_dojo/<name>``, with :func:`make` as
 the entry point, so ``gymnasium.make(id, **overrides)`` and ``make(id, **overrides)`` are the same.
@@ -41,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.events.split import SPLITS
 from forecast_dojo.prompts import Budgets
 from forecast_dojo.tools import TOOL_NAMES
 
@@ -53,7 +59,7 @@ ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
 _TOP_KEYS = {"name", "description", "data", "env", "budgets", "retriever"}
 _ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
-_DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids"}
+_DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids", "split"}
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
@@ -75,6 +81,7 @@ class DojoSpec:
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
+        split: ``train``, ``eval`` or ``all``: the part of the events the env holds (None: ``make``'s default).
         retriever: ``dense``, ``bm25`` or ``hybrid``.
         retriever_options: Keyword options for ``make_retriever``.
         memory: ``none`` or ``notebook``.
@@ -92,6 +99,7 @@ class DojoSpec:
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
+    split: str | None = None
     retriever: str = "dense"
     retriever_options: dict[str, Any] = field(default_factory=dict)
     memory: str = "none"
@@ -150,6 +158,7 @@ class DojoSpec:
                 events=resolve(data.get("events")),
                 corpus=resolve(data.get("corpus")),
                 event_ids=tuple(data["event_ids"]) if "event_ids" in data else None,
+                split=data.get("split"),
                 retriever=env.get("retriever", "dense"),
                 retriever_options=dict(raw.get("retriever", {})),
                 memory=env.get("memory", "none"),
@@ -168,9 +177,11 @@ class DojoSpec:
         """Check that the data sources are consistent.
 
         Raises:
-            SpecError: An unknown world, or neither/both of a world and events + corpus.
+            SpecError: An unknown world, or neither/both of a world and events + corpus, or an unknown split.
         """
         where = str(self.source or self.name)
+        if self.split is not None and self.split not in SPLITS:
+            raise SpecError(f"{where}: split must be one of {', '.join(SPLITS)}, not {self.split!r}")
         if self.world is not None and self.world != "synthetic":
             raise SpecError(f"{where}: unknown world {self.world!r} (known: 'synthetic')")
         if self.world is None and (self.events is None or self.corpus is None):
@@ -179,10 +190,22 @@ class DojoSpec:
             raise SpecError(f"{where}: a synthetic world brings its own events and corpus")
 
 
+def builtin_specs_folder() -> Path:
+    """Where the shipped specs are.
+
+    ``forecast_dojo/envs/`` in a wheel; ``envs/`` beside the package (the repository's top-level
+    ``envs/``) in a source checkout or an editable install.
+    """
+    packaged = resources.files("forecast_dojo") / "envs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "envs"
+
+
 def builtin_spec_paths() -> list[Path]:
-    """The spec files shipped inside the package (``forecast_dojo/envs/*.toml``)."""
-    folder = resources.files("forecast_dojo") / "envs"
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+    """The shipped spec files (:func:`builtin_specs_folder`), sorted."""
+    folder = builtin_specs_folder()
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
 
 
 def _spec_paths() -> list[Path]:
@@ -244,21 +267,31 @@ def _corpus(path: Path) -> Corpus:
     return _corpora[key]
 
 
-def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastDojoEnv:
+def make(
+    spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train", **overrides: Any
+) -> ForecastDojoEnv:
     """Build the env a spec describes.
 
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
-        **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls`` and
-            ``max_turns``, or env constructor arguments (``log_dir``, ``python_runner``,
-            ``render_mode``, ``run_metadata``).
+        default_split: The split when neither ``split`` nor the spec names one (``forecast-dojo run``
+            passes ``eval``).
+        **overrides: Spec fields (``split``, ``memory``, ``reward``, ``retriever``, ``seed``,
+            ``embedder``, ``budgets``, ``tools``, ``show_episode_length``...), the budget fields
+            ``max_tool_calls`` and ``max_turns``, or env constructor arguments (``log_dir``,
+            ``python_runner``, ``render_mode``, ``run_metadata``).
 
     Returns:
-        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers).
+        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers) over the events of
+        its split (:func:`forecast_dojo.events.split.select_split`).
+
+    Raises:
+        SpecError: Event ids the spec names that its split lacks.
+        SplitError: An unknown split, or ``train``/``eval`` of events that carry no split.
     """
     from forecast_dojo.corpus.retrieval import make_retriever
     from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.events.split import select_split
     from forecast_dojo.schema import load_events
 
     resolved = resolve_spec(spec)
@@ -280,12 +313,20 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     else:
         assert resolved.events is not None and resolved.corpus is not None
         events_path, corpus_path = resolved.events, resolved.corpus
-    events = load_events(events_path)
+    events, split = select_split(
+        load_events(events_path),
+        resolved.split,
+        synthetic=resolved.world == "synthetic",
+        events_path=events_path,
+        default=default_split,
+    )
     if resolved.event_ids is not None:
         wanted = set(resolved.event_ids)
         missing = wanted - {e.id for e in events}
         if missing:
-            raise SpecError(f"{resolved.name}: event ids not in {events_path}: {sorted(missing)[:5]}")
+            raise SpecError(
+                f"{resolved.name}: event ids not in the {split} split of {events_path}: {sorted(missing)[:5]}"
+            )
         events = [e for e in events if e.id in wanted]
     corpus = _corpus(corpus_path)
     embedder = _embedder(resolved.embedder or corpus.embedder_name)
@@ -298,6 +339,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,
+            "split": split,
         },
         **overrides.pop("run_metadata", {}),
     }
@@ -310,6 +352,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         budgets=resolved.budgets,
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
+        split=split,
         run_metadata=metadata,
         **overrides,
     )

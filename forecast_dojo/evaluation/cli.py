@@ -8,11 +8,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-SPLITS = ("all", "train", "eval")
+from forecast_dojo.events.split import SPLITS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run``, ``report`` and ``world`` subcommands."""
+    from forecast_dojo.evaluation.study import STUDY_MODES
+
     run = subparsers.add_parser(
         "run",
         help="evaluate agents on an environment (default: the embedded synthetic world)",
@@ -40,15 +42,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="modes",
         nargs="+",
         default=["none", "notebook"],
-        help="none, notebook, no-tools, notebook-empty, notebook-stale, notebook-shuffled, notebook-oracle",
+        help="; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values()),
     )
     run.add_argument("--rollouts", type=int, default=1, help="episodes per (agent, mode, event)")
     run.add_argument(
         "--split",
         choices=SPLITS,
-        default="eval",
-        help="which events: the synthetic world's held-out half (eval, default), its train half, or all; "
-        "a spec's events file is used as it is",
+        default=None,
+        help="which events the env holds: the held-out ones (eval, default, unless the spec names a split), "
+        "the training ones, or all (the synthetic world's id split, an events build's temporal split; "
+        "an events file without a split is used whole)",
     )
     run.add_argument("--event-ids", nargs="+", help="only these events")
     run.add_argument("--sample", type=int, help="a seeded random sample of N events")
@@ -124,20 +127,16 @@ def world_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def synthetic_split(event_ids: list[str], split: str) -> list[str]:
-    """The synthetic world's split (``forecast_dojo.synthetic.split``): even positions train, odd ones evaluate."""
-    from forecast_dojo.synthetic.split import split_event_ids
-
-    return split_event_ids(event_ids).select(split)
-
-
-def _select(args: argparse.Namespace, events: list[Any], synthetic: bool) -> list[Any]:
+def _select(args: argparse.Namespace, events: list[Any], split: str) -> list[Any]:
     by_id = {e.id: e for e in events}
-    ids = synthetic_split(list(by_id), args.split) if synthetic else sorted(by_id)
+    ids = sorted(by_id)
     if args.event_ids:
         missing = [i for i in args.event_ids if i not in by_id]
         if missing:
-            raise SystemExit(f"unknown event id(s) {missing}")
+            raise SystemExit(
+                f"unknown event id(s) {missing} in the {split} split ({len(by_id)} events); "
+                "--split train|eval|all chooses the split"
+            )
         ids = [i for i in args.event_ids]
     if args.sample is not None:
         ids = sorted(random.Random(args.seed).sample(ids, min(args.sample, len(ids))))
@@ -200,8 +199,8 @@ def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
-    from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
-    from forecast_dojo.prompts import Budgets
+    from forecast_dojo.evaluation.study import MODES, StudyError, run_study, study_mode, write_references
+    from forecast_dojo.events.split import build_split_file
     from forecast_dojo.registration import make as make_env
     from forecast_dojo.registration import resolve_spec
 
@@ -219,39 +218,29 @@ def run_command(args: argparse.Namespace) -> int:
     overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
 
     def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
-        options = dict(overrides) | extra
-        if mode == "no-tools":
-            options |= {"tools": ("submit_forecast",), "budgets": Budgets(max_tool_calls=0, max_turns=1)}
-            options.pop("max_turns", None)
-            options.pop("max_tool_calls", None)
-        return make_env(
-            spec,
-            memory="notebook" if mode.startswith("notebook") else "none",
-            run_metadata=metadata,
-            **options,
-        )
+        options = study_mode(mode).env_options(overrides | extra)
+        return make_env(spec, default_split="eval", run_metadata=metadata, **options)
 
+    if args.split is not None:
+        overrides["split"] = args.split
     probe = env_for("none", {})
-    all_events = list(probe.events)
-    events = _select(args, all_events, synthetic)
+    events = _select(args, list(probe.events), probe.split)
     if not events:
         raise SystemExit("no events selected")
     # training events: base rate and the honest agent's cue weights
     train_env = None
+    train_options = overrides | {"memory": "none", "split": "train"}
     if args.train_events:
-        train_env = make_env(spec, memory="none", events=args.train_events, **overrides)
+        train_env = make_env(spec, **(train_options | {"events": args.train_events, "split": "all"}))
     elif synthetic:
-        train_env = probe
-    elif spec.events is not None and (spec.events.parent / "train.jsonl").exists():
-        train_env = make_env(spec, memory="none", events=spec.events.parent / "train.jsonl", **overrides)
-    if synthetic and not args.train_events:
-        train_ids = synthetic_split([e.id for e in all_events], "train")
-        overlap = sorted({e.id for e in events} & set(train_ids))
-        if overlap and ("honest" in args.agents):
-            print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
-    else:
-        train_ids = [e.id for e in train_env.events] if train_env is not None else []
-    train_events = [e for e in (train_env.events if train_env is not None else []) if e.id in set(train_ids)]
+        train_env = make_env(spec, **train_options)
+    elif spec.events is not None and (train_file := build_split_file(spec.events, "train")) is not None:
+        train_env = make_env(spec, **(train_options | {"events": train_file}))
+    train_events = list(train_env.events) if train_env is not None else []
+    train_ids = [e.id for e in train_events]
+    overlap = {e.id for e in events} & set(train_ids)
+    if overlap and "honest" in args.agents:
+        print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
     honest_model = None
     if "honest" in args.agents:
         from forecast_dojo.agents.honest import CueModel, fit_cue_model
@@ -311,12 +300,12 @@ def _single_steps(
 ) -> int:
     """Play one step of each selected event from a given notebook, for each agent and mode; print the records."""
     from forecast_dojo.evaluation.metrics import brier_loss
-    from forecast_dojo.evaluation.study import evaluate_step
+    from forecast_dojo.evaluation.study import evaluate_step, study_mode
 
     notebook = args.notebook.read_text() if args.notebook else None
     for name, factory in factories.items():
         for mode in args.modes:
-            if mode not in ("none", "notebook", "no-tools"):
+            if study_mode(mode).control is not None:
                 raise SystemExit("--step works with the modes none, notebook and no-tools")
             env = env_for(mode, {"agent": name, "mode": mode, "single_step": True})
             for event in events:
