@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -56,7 +57,7 @@ from forecast_dojo.spaces import (
 )
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
+from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
@@ -152,7 +153,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self.run_id = run_id_for(self.run_metadata)
         self.agent_name: str | None = self.run_metadata.get("agent")
         self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._writer: TrajectoryWriter | None = None
+        self._log: LogSink | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
         self._system_prompt = system_prompt(memory, self._schemas)
 
@@ -340,10 +341,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
 
     def close(self) -> None:
-        """Close the trajectory log, if any."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Close the trajectory log, if any (records a full disk held back are written now, or a warning says they are lost)."""
+        if self._log is not None:
+            log, self._log = self._log, None
+            try:
+                log.close()
+            except LogWriteError as err:
+                warnings.warn(str(err), RuntimeWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ step mechanics
 
@@ -363,7 +367,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
+            self._view,
+            event.outcomes,
+            cutoff.date(),
+            memory=self.memory,
+            python_runner=runner,
+            now=cutoff,
+            python_seconds=self.budgets.max_python_seconds,
         )
         prompt = step_prompt(
             event,
@@ -432,13 +442,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
         record = self._step_record(forecast, flags, scores, reward, submission)
-        self._write(record)
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
             "scores": scores,
             "cutoff": record.cutoff,
+            **self._write(record),
         }
         finished_step = self._step
         if self._step + 1 >= event.n_steps:
@@ -505,12 +515,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             wall_time_s=round(time.perf_counter() - self._step_started, 6),
         )
 
-    def _write(self, record: StepRecord) -> None:
+    def _write(self, record: StepRecord) -> dict[str, Any]:
+        """Log the record; the step's info fields: ``logged``, and ``log_error`` when it is not in the log."""
         if self._log_dir is None:
-            return
-        if self._writer is None:
-            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata, run_id=self.run_id)
-        self._writer.write(record)
+            return {}
+        if self._log is None:
+            self._log = LogSink(self._log_dir, self.run_metadata, run_id=self.run_id)
+        outcome = self._log.write(record)  # an I/O failure is reported, never raised: the step still ends
+        return {"logged": outcome.written} | ({"log_error": outcome.message()} if not outcome.written else {})
 
     def _add_usage(self, parsed: ParsedAction) -> None:
         for key, value in parsed.usage.items():

@@ -8,6 +8,7 @@ A spec is a TOML file (the repository's top-level ``envs/*.toml``, installed in 
     world = "synthetic"
     seed = 0
     embedder = "minilm"
+    # train_events = 400             # extra training-only events (the held-out events stay identical)
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
@@ -59,7 +60,7 @@ ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
 _TOP_KEYS = {"name", "description", "data", "env", "budgets", "retriever"}
 _ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
-_DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids", "split"}
+_DATA_KEYS = {"world", "seed", "embedder", "train_events", "events", "corpus", "event_ids", "split"}
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
@@ -78,6 +79,7 @@ class DojoSpec:
         world: ``"synthetic"`` for the embedded world, else None (then ``events`` and ``corpus`` are given).
         seed: The synthetic world's seed.
         embedder: The embedder (synthetic world; for a corpus on disk, defaults to the corpus's own).
+        train_events: Synthetic world: extra training-only events (``generate_world(train_events=N)``).
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
@@ -96,6 +98,7 @@ class DojoSpec:
     world: str | None = None
     seed: int = 0
     embedder: str | None = None
+    train_events: int = 0
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
@@ -155,6 +158,7 @@ class DojoSpec:
                 world=data.get("world"),
                 seed=int(data.get("seed", 0)),
                 embedder=data.get("embedder"),
+                train_events=data.get("train_events", 0),
                 events=resolve(data.get("events")),
                 corpus=resolve(data.get("corpus")),
                 event_ids=tuple(data["event_ids"]) if "event_ids" in data else None,
@@ -188,6 +192,11 @@ class DojoSpec:
             raise SpecError(f"{where}: give either world = 'synthetic' or both events and corpus")
         if self.world is not None and (self.events is not None or self.corpus is not None):
             raise SpecError(f"{where}: a synthetic world brings its own events and corpus")
+        train = self.train_events
+        if isinstance(train, bool) or not isinstance(train, int) or train < 0:
+            raise SpecError(f"{where}: train_events must be a non-negative integer, got {train!r}")
+        if train and self.world is None:
+            raise SpecError(f"{where}: train_events needs world = 'synthetic'")
 
 
 def builtin_specs_folder() -> Path:
@@ -278,8 +287,8 @@ def make(
             passes ``eval``).
         **overrides: Spec fields (``split``, ``memory``, ``reward``, ``retriever``, ``seed``,
             ``embedder``, ``budgets``, ``tools``, ``show_episode_length``...), the budget fields
-            ``max_tool_calls`` and ``max_turns``, or env constructor arguments (``log_dir``,
-            ``python_runner``, ``render_mode``, ``run_metadata``).
+            ``max_tool_calls``, ``max_turns`` and ``max_python_seconds``, or env constructor arguments
+            (``log_dir``, ``python_runner``, ``render_mode``, ``run_metadata``).
 
     Returns:
         The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers) over the events of
@@ -296,7 +305,8 @@ def make(
 
     resolved = resolve_spec(spec)
     spec_fields = {f.name for f in dataclasses.fields(DojoSpec)}
-    budget_overrides = {k: overrides.pop(k) for k in ("max_tool_calls", "max_turns") if k in overrides}
+    budget_keys = ("max_tool_calls", "max_turns", "max_python_seconds")
+    budget_overrides = {k: overrides.pop(k) for k in budget_keys if k in overrides}
     resolved = dataclasses.replace(
         resolved, **{k: overrides.pop(k) for k in list(overrides) if k in spec_fields}
     )
@@ -308,7 +318,9 @@ def make(
     if resolved.world == "synthetic":
         from forecast_dojo.synthetic import ensure_synthetic_world
 
-        paths = ensure_synthetic_world(resolved.seed, embedder=resolved.embedder or "minilm")
+        paths = ensure_synthetic_world(
+            resolved.seed, embedder=resolved.embedder or "minilm", train_events=resolved.train_events
+        )
         events_path, corpus_path = paths.events_path, paths.corpus_dir
     else:
         assert resolved.events is not None and resolved.corpus is not None
@@ -336,6 +348,7 @@ def make(
             "name": resolved.name,
             "world": resolved.world,
             "seed": resolved.seed,
+            **({"train_events": resolved.train_events} if resolved.train_events else {}),
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,

@@ -45,7 +45,7 @@ from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, r
 from forecast_dojo.prompts import Budgets
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status
+from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
 
 STUDY_FILE = "study.json"
 REFERENCES_FILE = "references.jsonl"
@@ -431,13 +431,7 @@ def _run_jobs(
 
 def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
     """Write reference forecasters' records to ``<out>/references.jsonl`` (replacing it)."""
-    path = Path(out) / REFERENCES_FILE
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return save_records(Path(out) / REFERENCES_FILE, records)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
@@ -463,10 +457,8 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
                 if record.event_id in study["events"]:
                     rows.append(record_row(record, name) | {"agent": name, "memory": mode})
     references = out / REFERENCES_FILE
-    if references.exists():
-        for line in references.read_text().splitlines():
-            if line.strip():
-                rows.append(record_row(StepRecord.from_dict(json.loads(line))))
+    if references.exists():  # several forecasters' records share (event, step) keys: keep them all
+        rows.extend(record_row(record) for record in load_records(references, deduplicate=False))
     from datetime import datetime
 
     meta = study.get("event_meta", {})

@@ -9,9 +9,9 @@ Every environment is built on one split of its events (:data:`SPLITS`: ``train``
   period and no evaluation event is partly seen in training. Evaluation events also need at least
   ``min_eval_steps`` forecast steps. The build writes each split to its file (:data:`SPLIT_FILES`:
   ``train.jsonl``, ``eval.jsonl``, and ``all.jsonl`` with every scheduled event).
-* **The synthetic world** (all events share one time span): by id, :func:`split_event_ids` (sorted,
-  even positions train, odd positions are held out); ``forecast_dojo.synthetic.split.synthetic_split``
-  applies it to a generated world.
+* **The synthetic world** (all events share one time span): by id,
+  ``forecast_dojo.synthetic.split.split_event_ids`` (sorted, even positions train, odd positions are
+  held out; its extra training-only events all train).
 * **Any other events file** carries no split: it is used as a whole (``all``), and asking for its
   ``train`` or ``eval`` part is an error.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -66,31 +66,6 @@ def build_split_file(events_path: str | Path, split: str) -> Path | None:
     return folder / SPLIT_FILES[check_split(split)]
 
 
-@dataclass(frozen=True)
-class EventSplit:
-    """Event ids of the training and held-out parts (disjoint, each sorted)."""
-
-    train: tuple[str, ...]
-    held_out: tuple[str, ...]
-
-    def part(self, event_id: str) -> str | None:
-        """``"train"``, ``"held_out"`` or None for an id in neither part."""
-        if event_id in self.train:
-            return "train"
-        if event_id in self.held_out:
-            return "held_out"
-        return None
-
-    def select(self, which: str) -> list[str]:
-        """The ids of ``"train"``, ``"eval"`` (the held-out part) or ``"all"`` (sorted)."""
-        check_split(which)
-        if which == "train":
-            return list(self.train)
-        if which == "eval":
-            return list(self.held_out)
-        return sorted(self.train + self.held_out)
-
-
 def has_split(*, synthetic: bool, events_path: str | Path | None) -> bool:
     """Whether the events carry a train / eval split: the synthetic world's, or an ``events build``'s."""
     return synthetic or (events_path is not None and build_split_file(events_path, "train") is not None)
@@ -132,6 +107,8 @@ def select_split(
             f"eval.jsonl side by side); use split='all' to play them"
         )
     if synthetic:
+        from forecast_dojo.synthetic.split import split_event_ids
+
         wanted = set(split_event_ids(e.id for e in events).select(split))
     else:
         assert events_path is not None
@@ -145,22 +122,6 @@ def select_split(
             f"{SPLIT_FILES['all']} (or {SPLIT_FILES[split]})"
         )
     return chosen, split
-
-
-def split_event_ids(event_ids: Iterable[str]) -> EventSplit:
-    """The synthetic world's rule: ids sorted, even positions train, odd positions are held out.
-
-    The rule depends only on the ids, never on outcomes or evidence, so it cannot be tuned to make a
-    model look good.
-
-    Args:
-        event_ids: The ids to split (duplicates are ignored).
-
-    Returns:
-        The split.
-    """
-    ordered = sorted(set(event_ids))
-    return EventSplit(train=tuple(ordered[0::2]), held_out=tuple(ordered[1::2]))
 
 
 @dataclass(frozen=True)

@@ -220,13 +220,13 @@ def environment_factory(
 
 def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
     """The notebook each logged step started from, per (event, step) (the first log wins)."""
-    from forecast_dojo.training.export import _read_records, _run_dirs
+    from forecast_dojo.trajectory import find_run_dirs, load_records
 
     notebooks: dict[tuple[str, int], str] = {}
-    for run_dir in _run_dirs(logs):
-        for record in _read_records(run_dir):
-            if record.get("memory") == "notebook" and record.get("notebook_in"):
-                notebooks.setdefault((record["event_id"], int(record["step"])), record["notebook_in"])
+    for run_dir in find_run_dirs(logs):
+        for record in load_records(run_dir):
+            if record.memory == "notebook" and record.notebook_in:
+                notebooks.setdefault((record.event_id, record.step), record.notebook_in)
     return notebooks
 
 
