@@ -45,7 +45,7 @@ from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
-from forecast_dojo.schema import Event
+from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
     Action,
@@ -160,11 +160,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
             "messages": ChatMessages(),
-            "event_id": UnicodeText(max_length=512),
+            # The size limits an Event enforces on construction (forecast_dojo.schema), so every
+            # loaded event's observations lie inside this space.
+            "event_id": UnicodeText(max_length=MAX_EVENT_ID_CHARS),
             "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
             "forecast_date": UnicodeText(max_length=10),
-            "question": UnicodeText(),
-            "outcomes": TextList(),
+            "question": UnicodeText(max_length=MAX_QUESTION_CHARS),
+            "outcomes": TextList(max_items=MAX_OUTCOMES, max_length=MAX_LABEL_CHARS),
             "memory": UnicodeText(max_length=16),
             "budget_left": spaces.Dict(
                 {

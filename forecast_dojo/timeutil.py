@@ -43,7 +43,12 @@ def parse_instant(value: object, *, date_means: str = "start") -> datetime:
     if isinstance(value, bool):
         raise InstantError(f"not an instant: {value!r}")
     if isinstance(value, (int, float)):
-        return EPOCH + timedelta(seconds=float(value))
+        try:
+            return EPOCH + timedelta(seconds=float(value))
+        except (OverflowError, ValueError) as err:  # NaN, infinities, beyond year 9999
+            bits = value.bit_length() if isinstance(value, int) else 0  # a huge int's repr can be refused
+            shown = f"an integer of about {int(bits * 0.30103)} digits" if bits > 128 else repr(value)
+            raise InstantError(f"not an instant: {shown} seconds since the epoch") from err
     if not isinstance(value, str) or not value.strip():
         raise InstantError(f"not an instant: {value!r}")
     text = value.strip()
