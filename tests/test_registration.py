@@ -88,13 +88,17 @@ def test_training_world_from_spec_key_make_and_gym_make(tmp_path, monkeypatch):
     assert DojoSpec.from_toml(path).train_events == 3
     from_spec = forecast_dojo.make(path, python_runner=None)
     ids = [e.id for e in from_spec.events]
-    assert ids[-3:] == ["syn-t00000", "syn-t00001", "syn-t00002"] and len(ids) == 43
+    assert ids[-3:] == ["syn-t00000", "syn-t00001", "syn-t00002"] and len(ids) == 23  # the train split
     assert from_spec.run_metadata["env_spec"]["train_events"] == 3
     from_kwarg = gym.make(
         "forecast_dojo/Synthetic-v0", embedder="hashing", train_events=3, python_runner=None
     )
     assert [e.id for e in from_kwarg.unwrapped.events] == ids
-    assert set(synthetic_split(0).held_out) <= set(ids)
+    assert not set(synthetic_split(0).held_out) & set(ids)
+    everything = forecast_dojo.make(path, python_runner=None, split="all")
+    assert len(everything.events) == 43 and set(synthetic_split(0).held_out) <= {
+        e.id for e in everything.events
+    }
     from_kwarg.close()
 
 
