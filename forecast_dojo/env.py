@@ -37,7 +37,7 @@ from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.events.split import SPLITS
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
@@ -67,13 +67,6 @@ NO_NOTEBOOK_NOTE = (
 )
 
 PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
-
-
-class UnknownEventError(ForecastDojoError, KeyError):
-    """``reset`` of an event the env does not hold (unknown, or outside the env's split)."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
 
 
 class ForecastDojoEnv(gym.Env[Observation, Action]):
@@ -108,26 +101,26 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         split: str = "all",
     ) -> None:
         if not events:
-            raise ValueError("an environment needs at least one event")
+            raise ConfigError("an environment needs at least one event")
         if memory not in MEMORY_MODES:
-            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+            raise ConfigError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         if reward not in SCORING_RULES:
-            raise ValueError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
+            raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
         if unknown_tools or "submit_forecast" not in tools:
-            raise ValueError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
+            raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.events = list(events)
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
+            raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
         self.split = split  # which part of its source's events ``events`` is (train, eval or all)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
-            raise ValueError("duplicate event ids")
+            raise ConfigError("duplicate event ids")
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
-            raise ValueError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
+            raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
         self.corpus = corpus
         self.gateway = TemporalGateway(corpus, retriever)
         self.memory = memory
@@ -229,13 +222,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         options = dict(options or {})
         unknown = set(options) - {"event_id", "step", "notebook", "notebook_missing", "rollout"}
         if unknown:
-            raise ValueError(
+            raise ResetError(
                 f"unknown reset options {sorted(unknown)}; "
                 "allowed: event_id, step, notebook, notebook_missing, rollout"
             )
         rollout = options.get("rollout", 0)
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ValueError("options['rollout'] must be a non-negative integer")
+            raise ResetError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
@@ -252,22 +245,22 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             )
         start = options.get("step", 0)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < event.n_steps:
-            raise ValueError(
+            raise ResetError(
                 f"options['step'] must be an integer in [0, {event.n_steps}) for event {event.id!r}"
             )
         notebook = None
         if options.get("notebook") is not None:
             if self.memory != "notebook":
-                raise ValueError("options['notebook'] needs memory='notebook'")
+                raise ResetError("options['notebook'] needs memory='notebook'")
             try:
                 notebook = parse_notebook(
                     options["notebook"], event.outcomes, forecast_date=event.cutoffs[start].date()
                 )
             except NotebookError as err:
-                raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
+                raise ResetError(f"options['notebook'] is not a valid notebook: {err}") from err
         missing = options.get("notebook_missing", False)
         if not isinstance(missing, bool) or (missing and (self.memory != "notebook" or notebook is not None)):
-            raise ValueError(
+            raise ResetError(
                 "options['notebook_missing'] is a bool, True only with memory='notebook' and no notebook"
             )
         self._event = event
@@ -288,7 +281,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             is its :class:`~forecast_dojo.records.StepRecord`.
         """
         if self._done or self._event is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+            raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
         parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
         self._messages.append(parsed.message())

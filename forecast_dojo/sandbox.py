@@ -41,6 +41,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from forecast_dojo.errors import ConfigError, SandboxUnavailableError
+
 __all__ = [
     "ALLOWED_DISTRIBUTIONS",
     "DEFAULT_LIMITS",
@@ -90,18 +92,18 @@ class SandboxLimits:
             ValueError: a limit is non-positive, not finite, or too small for the interpreter.
         """
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive finite number, got {self.timeout_s!r}")
+            raise ConfigError(f"timeout_s must be a positive finite number, got {self.timeout_s!r}")
         if self.memory_mb < 64:
-            raise ValueError(
+            raise ConfigError(
                 f"memory_mb must be at least 64 (the interpreter needs it), got {self.memory_mb}"
             )
         if self.max_open_files < 16:
-            raise ValueError(
+            raise ConfigError(
                 f"max_open_files must be at least 16 (the interpreter needs it), got {self.max_open_files}"
             )
         for name in ("max_output_bytes", "max_code_bytes", "max_processes"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -403,7 +405,7 @@ def seccomp_program() -> bytes:
     """
     machine = platform.machine()
     if machine not in ("x86_64", "AMD64"):
-        raise OSError(f"no seccomp filter is defined for architecture {machine!r}")
+        raise SandboxUnavailableError(f"no seccomp filter is defined for architecture {machine!r}")
     asm = _Assembler()
     asm.op(_BPF_LD_W_ABS, _SECCOMP_DATA_ARCH)
     asm.op(_BPF_JEQ_K, _AUDIT_ARCH_X86_64, 1, 0)
@@ -634,7 +636,7 @@ def _python_layout() -> _Layout:
     """
     libfaketime = _find_libfaketime()
     if libfaketime is None:
-        raise OSError(
+        raise SandboxUnavailableError(
             "libfaketime is not installed (apt-get install -y libfaketime); without it the sandbox "
             "would show the real date"
         )
@@ -680,7 +682,9 @@ def _python_layout() -> _Layout:
         if os.path.isfile(libpython):
             bind(libpython)
     if not _is_under(libfaketime, roots):
-        raise OSError(f"libfaketime at {libfaketime} is outside the directories bound into the sandbox")
+        raise SandboxUnavailableError(
+            f"libfaketime at {libfaketime} is outside the directories bound into the sandbox"
+        )
 
     # Site directories (and the package, its caches and data) inside a bound directory are covered by
     # an empty read-only tmpfs: the stdlib directory holds site-packages, /usr holds dist-packages.
@@ -712,7 +716,7 @@ def _python_layout() -> _Layout:
         libfaketime,
         tempfile.mkdtemp(prefix="forecast-dojo-sandbox-root-"),
     )
-    _skeletons.append(layout.skeleton)
+    _skeletons.append((os.getpid(), layout.skeleton))
     _ensure_skeleton(layout)
     return layout
 
@@ -722,7 +726,10 @@ def _python_layout() -> _Layout:
 _SKELETON_TIME = DEFAULT_NOW.timestamp()  # the bootstrap gives /tmp the same time
 # Device nodes bound from the host's /dev (what bwrap's --dev offers, less ptys, /dev/shm and /dev/tty).
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-_skeletons: list[str] = []
+# (creating pid, path) of every skeleton made; removed at exit by the process that made it (a forked child
+# that exits normally must not remove its parent's).
+_skeletons: list[tuple[int, str]] = []
+_skeleton_lock = threading.Lock()
 # Owner of the skeleton's device nodes: a host uid that the sandbox's user namespace does not map (it maps
 # only the caller's uid), so the sandbox's code is never their owner. 65534 unless we are 65534.
 _UNMAPPED_UID = 65534 if os.getuid() != 65534 else 65533
@@ -730,8 +737,9 @@ _UNMAPPED_UID = 65534 if os.getuid() != 65534 else 65533
 
 @atexit.register
 def _remove_skeletons() -> None:
-    for path in _skeletons:
-        shutil.rmtree(path, ignore_errors=True)
+    for pid, path in _skeletons:
+        if pid == os.getpid():
+            shutil.rmtree(path, ignore_errors=True)
     _skeletons.clear()
 
 
@@ -746,6 +754,12 @@ def _ensure_skeleton(layout: _Layout) -> None:
     marker = os.path.join(layout.skeleton, "complete")
     if os.path.exists(marker):
         return
+    with _skeleton_lock:
+        if not os.path.exists(marker):
+            _build_skeleton(layout, marker)
+
+
+def _build_skeleton(layout: _Layout, marker: str) -> None:
     root, empty = layout.root, layout.empty
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root, exist_ok=True)

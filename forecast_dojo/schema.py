@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import SchemaError as SchemaError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 from forecast_dojo.untrusted import preview
 
@@ -33,10 +34,6 @@ MAX_LABEL_CHARS = 200
 MAX_LABELS_TOTAL_CHARS = 2_000
 MAX_QUESTION_CHARS = 10_000
 MAX_TEXT_CHARS = 100_000  # background, resolution criteria (each), and every text version's
-
-
-class SchemaError(ForecastDojoError, ValueError):
-    """A record that does not satisfy the documented schema; the message names the record and field."""
 
 
 @dataclass(frozen=True)
@@ -637,7 +634,7 @@ def load_events(path: str | Path) -> list[Event]:
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"events file not found: {path}")
+        raise InputNotFoundError(f"events file not found: {path}")
     if path.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq

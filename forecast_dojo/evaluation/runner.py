@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.errors import EpisodeError
 from forecast_dojo.evaluation.baselines import reference_records
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
@@ -150,7 +151,7 @@ def play_episode(
         The records of the steps played, in order.
 
     Raises:
-        RuntimeError: An episode that does not end within :data:`MAX_TURNS_PER_EPISODE` turns.
+        EpisodeError: An episode that does not end within :data:`MAX_TURNS_PER_EPISODE` turns.
     """
     observation, _ = env.reset(episode.event_id, seed=episode.seed, options=episode.reset_options(env.memory))
     records: list[StepRecord] = []
@@ -164,7 +165,7 @@ def play_episode(
                 return records
         if terminated or truncated:
             return records
-    raise RuntimeError(f"episode {episode.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    raise EpisodeError(f"episode {episode.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def episode_records(

@@ -40,7 +40,8 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.errors import StudyError as StudyError
 from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, resume_episode
 from forecast_dojo.prompts import Budgets
 from forecast_dojo.records import StepRecord
@@ -52,10 +53,6 @@ REFERENCES_FILE = "references.jsonl"
 
 AgentFactory = Callable[[ForecastDojoEnv], Agent]
 EnvFactory = Callable[[str, dict[str, Any]], ForecastDojoEnv]
-
-
-class StudyError(ForecastDojoError, RuntimeError):
-    """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +218,7 @@ def control_notebook(
         return True, json.dumps(
             {"assessment": assessment, "evidence": evidence, "open_questions": raw.get("open_questions", [])}
         )
-    raise ValueError(f"unknown notebook control {control!r}; known: {CONTROLS}")
+    raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
 def plan_controls(

@@ -52,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--eval-window", required=True, help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28"
     )
     build.add_argument(
-        "--config", type=Path, help="JSON/YAML with sections selection, schedule, leakage overriding defaults"
+        "--config",
+        type=Path,
+        help="TOML with sections [selection], [schedule], [leakage] overriding defaults (JSON/YAML still read)",
     )
     build.add_argument("--seed", type=int, help="schedule tie-breaking seed (default 0)")
     build.add_argument(

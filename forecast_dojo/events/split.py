@@ -26,17 +26,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import SplitError as SplitError
 from forecast_dojo.schema import Event, load_events
 from forecast_dojo.timeutil import end_of_day, iso, parse_instant
 
 SPLITS = ("train", "eval", "all")
 SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "all": "all.jsonl"}
 """The file of each split in an ``events build`` folder."""
-
-
-class SplitError(ForecastDojoError, ValueError):
-    """Windows that are malformed or overlap, an unknown split name, or a split that the events lack."""
 
 
 def check_split(split: str) -> str:

@@ -25,7 +25,7 @@ def test_the_synthetic_world_splits_in_halves():
 
 
 def test_gym_ids_and_make_hold_the_training_events_by_default(synthetic_cache, monkeypatch):
-    from forecast_dojo.env import UnknownEventError
+    from forecast_dojo.errors import UnknownEventError
     from forecast_dojo.registration import make
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
@@ -52,7 +52,7 @@ def test_gym_ids_and_make_hold_the_training_events_by_default(synthetic_cache, m
     assert (
         len({same.run_id, evaluation.run_id, everything.unwrapped.run_id}) == 3
     )  # the split is in the run id
-    with pytest.raises(ForecastDojoError, match="split must be one of"):
+    with pytest.raises(ForecastDojoError, match="unknown split .test."):
         make("Synthetic-v0", embedder="hashing", python_runner=None, split="test")
 
 
