@@ -35,6 +35,7 @@ from gymnasium import spaces
 
 from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
@@ -42,7 +43,7 @@ from forecast_dojo.events.split import SPLITS
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
-from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
@@ -99,6 +100,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         render_mode: str | None = None,
         show_episode_length: bool = False,
         split: str = "all",
+        prompt: str = "default",
     ) -> None:
         if not events:
             raise ConfigError("an environment needs at least one event")
@@ -111,6 +113,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.prompt = check_profile(prompt)
         self.events = list(events)
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
@@ -141,6 +144,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
             **({"show_episode_length": True} if self.show_episode_length else {}),
+            **({"prompt": self.prompt} if self.prompt != "default" else {}),  # the default keeps its run id
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
@@ -148,7 +152,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._log: LogSink | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
-        self._system_prompt = system_prompt(memory, self._schemas)
+        self._system_prompt = system_prompt(memory, self._schemas, self.prompt)
 
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
@@ -369,6 +373,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             python_runner=runner,
             now=cutoff,
             python_seconds=self.budgets.max_python_seconds,
+            compact=self.prompt == "compact",
         )
         prompt = step_prompt(
             event,
@@ -378,6 +383,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             notebook if self.memory == "notebook" else None,
             note,
             show_episode_length=self.show_episode_length,
+            profile=self.prompt,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
@@ -483,6 +489,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             agent=self.agent_name,
             source=event.source,
             memory=self.memory,
+            prompt=self.prompt,
             messages=[normalize_message(m) for m in self._messages],
             tools=copy.deepcopy(self._schemas),
             tool_calls=list(self._tool_log),

@@ -19,6 +19,7 @@ A spec is a TOML file (the repository's top-level ``envs/*.toml``, installed in 
     reward = "brier"                 # brier | log | spherical
     tools = ["search", "read", "python", "submit_forecast"]
     # show_episode_length = false    # ablation only: tell the agent how many steps the episode has
+    prompt = "default"               # default | compact (small models: <= 400 SmolLM2 tokens before any tool result)
     [retriever]                      # options for make_retriever: index, nprobe, depth, rrf_k ...
     [budgets]
     max_tool_calls = 8
@@ -55,9 +56,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.errors import ConfigError, SpecError
 from forecast_dojo.events.split import SPLITS
-from forecast_dojo.prompts import Budgets
+from forecast_dojo.prompts import PROMPT_PROFILES
 from forecast_dojo.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -213,7 +215,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey(
         "env", "show_episode_length", "bool", "show_episode_length", doc="ablation: reveal the step count"
     ),
-    SpecKey("env", "prompt", "str", "prompt", ("default", "compact"), doc="prompt profile"),
+    SpecKey("env", "prompt", "str", "prompt", PROMPT_PROFILES, doc="prompt profile: default | compact"),
     SpecKey("retriever", "index", "str", "index", _index_kinds, doc="dense index kind"),
     SpecKey("retriever", "nprobe", "int", "nprobe", minimum=0, doc="IVF lists probed (0: calibrated)"),
     SpecKey(
@@ -253,6 +255,7 @@ class DojoSpec:
         tools: The enabled tools (``submit_forecast`` always).
         budgets: Per-step budgets.
         show_episode_length: Ablation: show the number of steps to the agent.
+        prompt: The prompt profile, ``default`` or ``compact`` (:data:`forecast_dojo.prompts.PROMPT_PROFILES`).
         source: The file the spec was read from.
     """
 
@@ -272,6 +275,7 @@ class DojoSpec:
     tools: tuple[str, ...] = TOOL_NAMES
     budgets: Budgets = field(default_factory=Budgets)
     show_episode_length: bool = False
+    prompt: str = "default"
     source: Path | None = None
 
     @property
@@ -575,7 +579,7 @@ def make(
         default_split: The split when neither ``split`` nor the spec names one (``forecast-dojo run``
             passes ``eval``).
         **overrides: Spec fields (``split``, ``memory``, ``reward``, ``retriever``, ``seed``,
-            ``embedder``, ``budgets``, ``tools``, ``show_episode_length``...), the budget fields
+            ``embedder``, ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields
             ``max_tool_calls``, ``max_turns`` and ``max_python_seconds``, or env constructor arguments
             (``log_dir``, ``python_runner``, ``render_mode``, ``run_metadata``).
 
@@ -630,6 +634,7 @@ def make(
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
         split=split,
+        prompt=resolved.prompt,
         run_metadata=metadata,
         **overrides,
     )

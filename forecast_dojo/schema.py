@@ -58,6 +58,14 @@ class Document:
             raise SchemaError(f"document id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str) or not self.text.strip():
             raise SchemaError(f"document {self.id!r}: text must be a non-empty string")
+        if not isinstance(self.title, str) or not isinstance(self.date_source, str):
+            raise SchemaError(f"document {self.id!r}: title and date_source must be strings")
+        for name in ("url", "source"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise SchemaError(
+                    f"document {self.id!r}: {name} must be a string or None, got {preview(value)}"
+                )
         for name in ("published_at", "available_at"):
             value = getattr(self, name)
             if not isinstance(value, datetime) or value.tzinfo is None:
@@ -633,7 +641,7 @@ def load_events(path: str | Path) -> list[Event]:
     event and the field.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise InputNotFoundError(f"events file not found: {path}")
     if path.suffix == ".parquet":
         import pyarrow as pa
@@ -645,7 +653,10 @@ def load_events(path: str | Path) -> list[Event]:
             raise SchemaError(f"{path}: not a readable parquet file ({err})") from err
         records = [(f"{path}: row {i}", r) for i, r in enumerate(rows, 1)]
     elif path.suffix == ".jsonl":
-        records = [(f"{path}:{lineno}", r) for lineno, r in _read_jsonl(path)]
+        try:
+            records = [(f"{path}:{lineno}", r) for lineno, r in _read_jsonl(path)]
+        except OSError as err:
+            raise SchemaError(f"{path}: cannot read the events file ({err.strerror or err})") from err
     else:
         raise SchemaError(f"{path}: events files end in .jsonl or .parquet")
     events = []

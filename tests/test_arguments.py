@@ -135,3 +135,30 @@ def test_a_bad_server_option_is_refused_before_anything_loads(capsys):
         main([*argv, "--spec", "Nope-v0"]) == 2
     )  # the server options are checked before the spec is looked up
     assert "max_tokens must be >= 1" in capsys.readouterr().err
+
+
+def test_events_build_flags_are_buildconfig_fields():
+    from forecast_dojo.events.build import BuildConfig
+    from forecast_dojo.events.cli import BUILD_FIELDS, BUILD_FLAGS
+    from forecast_dojo.events.split import parse_window
+
+    parser = subcommand("events", "build")
+    windows = [
+        "--out",
+        "o",
+        "--train-window",
+        "2024-01-01:2024-12-31",
+        "--eval-window",
+        "2025-01-01:2025-06-30",
+    ]
+    extra = {
+        "train_window": parse_window("2024-01-01:2024-12-31"),
+        "eval_window": parse_window("2025-01-01:2025-06-30"),
+    }
+    default = dataclass_from_arguments(
+        BuildConfig, parser.parse_args(windows), only=BUILD_FIELDS, flags=BUILD_FLAGS, **extra
+    )
+    assert default == BuildConfig(**extra)
+    args = parser.parse_args([*windows, "--keep-leaks", "--trim-into-eval", "--min-eval-steps", "5"])
+    config = dataclass_from_arguments(BuildConfig, args, only=BUILD_FIELDS, flags=BUILD_FLAGS, **extra)
+    assert (config.exclude_leaks, config.trim_into_eval, config.min_eval_steps) == (False, True, 5)

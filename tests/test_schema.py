@@ -82,6 +82,10 @@ def test_documents_need_aware_dates_text_and_order():
         Document("d", "", " ", T, T)
     with pytest.raises(SchemaError, match="precedes"):
         Document("d", "", "text", T, T - timedelta(seconds=1))
+    with pytest.raises(SchemaError, match="title and date_source must be strings"):
+        Document("d", None, "text", T, T)  # type: ignore[arg-type]
+    with pytest.raises(SchemaError, match="url must be a string or None, got 5"):
+        Document("d", "", "text", T, T, url=5)  # type: ignore[arg-type]
 
 
 def test_check_distribution():
@@ -406,3 +410,12 @@ def test_too_many_or_too_long_labels_are_refused():
     version = {"from": "2030-01-05T00:00:00Z", "background": "b" * (MAX_TEXT_CHARS + 1)}
     with pytest.raises(SchemaError, match=r"'text_versions'\]\[0\]\['background'\] has 100,001 characters"):
         dataclasses.replace(base, extra={"text_versions": [version]})
+
+
+def test_a_missing_events_file_is_a_forecast_dojo_error(tmp_path):
+    from forecast_dojo.errors import ForecastDojoError
+
+    for path in (tmp_path / "none.jsonl", tmp_path):
+        with pytest.raises(FileNotFoundError, match="events file not found") as err:
+            load_events(path)
+        assert isinstance(err.value, ForecastDojoError)

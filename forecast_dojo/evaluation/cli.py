@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import random
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,17 @@ SERVER_FLAGS = {
         help="native tool calls, or tool calls written as text in the reply", choices=("native", "text")
     ),
 }
+
+
+def _day(value: str) -> str:
+    """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (the report compares dates as text)."""
+    try:
+        parsed = date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+    if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
+    return value
 
 
 def _count(minimum: int) -> Any:
@@ -120,19 +132,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
     run.add_argument(
+        "--prompt",
+        choices=["default", "compact"],
+        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
+    )
+    run.add_argument(
         "--max-turns", type=_count(1), help="turns per forecast step (default: the spec's budget)"
     )
     run.add_argument(
         "--max-tool-calls", type=_count(0), help="tool calls per forecast step (default: the spec's)"
     )
     run.add_argument(
-        "--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
+        "--knowledge-cutoff",
+        type=_day,
+        help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view",
     )
     from forecast_dojo.agents.openai_agent import OpenAIConfig
 
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
     add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
-    local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
+    local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
         choices=["float32", "bfloat16"],
@@ -149,7 +168,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.add_argument("runs", nargs="+", type=Path, help="study folders")
     report.add_argument("--out", type=Path, help="where to write (default: the first study folder)")
-    report.add_argument("--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD)")
+    report.add_argument("--knowledge-cutoff", type=_day, help="a model's knowledge cutoff (YYYY-MM-DD)")
     report.add_argument("--no-plots", action="store_true")
     report.set_defaults(func=report_command)
 
@@ -262,11 +281,11 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             factories[label] = lambda env, config=config, label=label: OpenAIAgent(
                 config, env.tool_schemas(), name=label
             )
-        elif name.startswith("hf:"):
+        elif name.startswith("hf:") or name == "smollm2":  # local models: batched at --concurrency
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = f"hf-{Path(path).name}"
+            label = name if name == "smollm2" else f"hf-{Path(path).name}"
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,
@@ -306,6 +325,8 @@ def run_command(args: argparse.Namespace) -> int:
         if getattr(args, budget) is not None:
             overrides[budget] = getattr(args, budget)
     overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
+    if args.prompt is not None:
+        overrides["prompt"] = args.prompt
 
     if args.split is not None:
         overrides["split"] = args.split

@@ -158,7 +158,7 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
     from trl import SFTTrainer
 
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
-    from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE
+    from forecast_dojo.chat_template import TOOL_CHAT_TEMPLATE
 
     tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     if tokenizer.pad_token is None:
