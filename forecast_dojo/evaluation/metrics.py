@@ -35,6 +35,7 @@ import numpy as np
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
 from forecast_dojo.scoring import brier_loss as brier_loss
 from forecast_dojo.scoring import log_loss as log_loss
+
 N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))

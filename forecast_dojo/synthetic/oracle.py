@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.scoring import brier_loss as brier_loss  # re-exported (forecast_dojo.synthetic)
 from forecast_dojo.scoring import log_loss as log_loss
-from forecast_dojo.errors import ForecastDojoError
 from forecast_dojo.synthetic.model import Evidence, SyntheticWorld
 from forecast_dojo.timeutil import iso, to_micros
 
