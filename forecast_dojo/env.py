@@ -37,13 +37,14 @@ from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
-from forecast_dojo.schema import Event
+from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
     Action,
@@ -95,23 +96,23 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         show_episode_length: bool = False,
     ) -> None:
         if not events:
-            raise ValueError("an environment needs at least one event")
+            raise ConfigError("an environment needs at least one event")
         if memory not in MEMORY_MODES:
-            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+            raise ConfigError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         if reward not in SCORING_RULES:
-            raise ValueError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
+            raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
         if unknown_tools or SUBMIT_FORECAST not in tools:
-            raise ValueError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
+            raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.events = list(events)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
-            raise ValueError("duplicate event ids")
+            raise ConfigError("duplicate event ids")
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
-            raise ValueError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
+            raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
         self.corpus = corpus
         self.gateway = TemporalGateway(corpus, retriever)
         self.memory = memory
@@ -144,11 +145,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
             "messages": ChatMessages(),
-            "event_id": UnicodeText(max_length=512),
+            # The size limits an Event enforces on construction (forecast_dojo.schema), so every
+            # loaded event's observations lie inside this space.
+            "event_id": UnicodeText(max_length=MAX_EVENT_ID_CHARS),
             "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
             "forecast_date": UnicodeText(max_length=10),
-            "question": UnicodeText(),
-            "outcomes": TextList(),
+            "question": UnicodeText(max_length=MAX_QUESTION_CHARS),
+            "outcomes": TextList(max_items=MAX_OUTCOMES, max_length=MAX_LABEL_CHARS),
             "memory": UnicodeText(max_length=16),
             "budget_left": spaces.Dict(
                 {
@@ -205,34 +208,36 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         options = dict(options or {})
         unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
         if unknown:
-            raise ValueError(
+            raise ResetError(
                 f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
             )
         rollout = options.get("rollout", 0)
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ValueError("options['rollout'] must be a non-negative integer")
+            raise ResetError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
         elif event_id in self._by_id:
             event = self._by_id[event_id]
         else:
-            raise KeyError(f"unknown event id {event_id!r} ({len(self.events)} events in this environment)")
+            raise UnknownEventError(
+                f"unknown event id {event_id!r} ({len(self.events)} events in this environment)"
+            )
         start = options.get("step", 0)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < event.n_steps:
-            raise ValueError(
+            raise ResetError(
                 f"options['step'] must be an integer in [0, {event.n_steps}) for event {event.id!r}"
             )
         notebook = None
         if options.get("notebook") is not None:
             if self.memory != "notebook":
-                raise ValueError("options['notebook'] needs memory='notebook'")
+                raise ResetError("options['notebook'] needs memory='notebook'")
             try:
                 notebook = parse_notebook(
                     options["notebook"], event.outcomes, forecast_date=event.cutoffs[start].date()
                 )
             except NotebookError as err:
-                raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
+                raise ResetError(f"options['notebook'] is not a valid notebook: {err}") from err
         self._event = event
         self._rollout = rollout
         self._done = False
@@ -251,7 +256,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             is its :class:`~forecast_dojo.records.StepRecord`.
         """
         if self._done or self._event is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+            raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
         parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
         self._messages.append(parsed.message())
@@ -332,7 +337,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
+            self._view,
+            event.outcomes,
+            cutoff.date(),
+            memory=self.memory,
+            python_runner=runner,
+            now=cutoff,
+            python_seconds=self.budgets.max_python_seconds,
         )
         prompt = step_prompt(
             event,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import NotebookError as NotebookError
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
 
@@ -26,10 +26,6 @@ MAX_OPEN_QUESTIONS = 10
 MAX_CLAIM_CHARS = 500
 MAX_DOC_IDS_PER_CLAIM = 10
 MAX_NOTEBOOK_INPUT_CHARS = 4 * MAX_NOTEBOOK_CHARS  # room for whitespace before the JSON-size cap applies
-
-
-class NotebookError(ForecastDojoError, ValueError):
-    """A notebook that does not follow the schema; the message tells the agent what to fix."""
 
 
 @dataclass(frozen=True)

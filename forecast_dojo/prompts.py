@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.notebook import Notebook
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import iso
@@ -23,10 +24,16 @@ class Budgets:
 
     max_tool_calls: int = 8
     max_turns: int = 10
+    # Wall-clock seconds of python (all calls together) per forecast step; each call also has its own timeout.
+    max_python_seconds: float = 20.0
 
     def __post_init__(self) -> None:
         if self.max_tool_calls < 0 or self.max_turns < 1:
-            raise ValueError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+            raise ConfigError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+        if not (
+            isinstance(self.max_python_seconds, int | float) and 0 < self.max_python_seconds < float("inf")
+        ):
+            raise ConfigError(f"max_python_seconds must be a positive number, got {self.max_python_seconds!r}")
 
 
 SYSTEM_PROMPT = """You are a careful forecaster. You will forecast the outcome of a question as of a fixed forecast date.

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import RecordFormatError as RecordFormatError
 from forecast_dojo.messages import ChatMessage
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import all_scores
@@ -31,10 +31,6 @@ STEP_RECORD_VERSION = 2
 Version 2 adds ``format_version``, ``rollout``, ``agent``, ``source`` and ``wall_time_s``."""
 
 NON_DETERMINISTIC_FIELDS = ("wall_time_s",)
-
-
-class RecordFormatError(ForecastDojoError, ValueError):
-    """A step record that cannot be read (unknown version, missing or wrong fields)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ import inspect
 import json
 import logging
 import re
+import time
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,15 @@ def _day(micros: int) -> str:
     return from_micros(micros).date().isoformat()
 
 
+def _takes_timeout(runner: Callable[..., Any]) -> bool:
+    """Whether a python runner accepts the ``timeout_s`` keyword (the sandbox's does; simple callables need not)."""
+    try:
+        parameters = inspect.signature(runner).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "timeout_s" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 class ForecastTools:
     """The tools of one forecast step. ``surfaced`` holds the ids that searches returned in this step."""
 
@@ -118,14 +128,20 @@ class ForecastTools:
         forecast_date: date,
         *,
         memory: str = "none",
-        python_runner: Callable[[str, datetime], tuple[str, str | None]] | None = None,
+        python_runner: Callable[..., tuple[str, str | None]] | None = None,
         now: datetime | None = None,
+        python_seconds: float | None = None,
     ) -> None:
         self.view = view
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
         self.python_runner = python_runner
+        # Wall-clock seconds of python this step may use in all (None: no budget), and how many it used.
+        # A runner that takes ``timeout_s`` gets the rest of the budget as its call's timeout.
+        self.python_seconds = python_seconds
+        self.python_seconds_used = 0.0
+        self._runner_takes_timeout = python_runner is not None and _takes_timeout(python_runner)
         # What the python sandbox's clock reads: the step's cutoff (midnight UTC of the date if not given).
         self.now = now or datetime(forecast_date.year, forecast_date.month, forecast_date.day, tzinfo=UTC)
         self.surfaced: set[str] = set()
@@ -216,7 +232,24 @@ class ForecastTools:
             return ToolResult("", error=f"code is {len(code)} characters long; the cap is {MAX_CODE_CHARS}")
         if self.python_runner is None:
             return ToolResult("", error="the python tool is disabled in this environment")
-        output, error = self.python_runner(code, self.now)
+        if self.python_seconds is None:
+            output, error = self.python_runner(code, self.now)
+            return ToolResult(output, error=error)
+        left = self.python_seconds - self.python_seconds_used
+        if left <= 0:
+            return ToolResult(
+                "",
+                error=f"the python time budget of this step ({self.python_seconds:g} s) is spent; "
+                "nothing was run",
+            )
+        started = time.monotonic()
+        try:
+            if self._runner_takes_timeout:
+                output, error = self.python_runner(code, self.now, timeout_s=left)
+            else:
+                output, error = self.python_runner(code, self.now)
+        finally:
+            self.python_seconds_used += time.monotonic() - started
         return ToolResult(output, error=error)
 
     def submit_forecast(

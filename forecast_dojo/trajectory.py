@@ -43,7 +43,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import DataError, OutputExistsError, StateError
+from forecast_dojo.errors import LogLockedError as LogLockedError
+from forecast_dojo.errors import LogNotFoundError as LogNotFoundError
+from forecast_dojo.errors import LogWriteError as LogWriteError
 from forecast_dojo.records import RecordFormatError, StepRecord
 
 if TYPE_CHECKING:
@@ -63,25 +66,6 @@ class TornLogWarning(UserWarning):
 
 class DuplicateRecordWarning(UserWarning):
     """A record whose key the log already holds was not written (a replay of a logged step)."""
-
-
-class LogNotFoundError(ForecastDojoError, FileNotFoundError):
-    """A path that is not a run directory, a ``steps.jsonl`` or a folder of run directories."""
-
-
-class LogLockedError(ForecastDojoError, RuntimeError):
-    """Another writer (another process, or another writer in this one) holds the run directory's lock."""
-
-
-class LogWriteError(ForecastDojoError, OSError):
-    """Appending to a log failed (e.g. the disk is full); the file was left as it was before the write.
-
-    Attributes:
-        errno: The failed system call's error number (``errno.ENOSPC`` for a full disk), when known.
-    """
-
-    def __init__(self, message: str, errno: int | None = None) -> None:
-        super().__init__(*((errno, message) if errno is not None else (message,)))
 
 
 def run_id_for(metadata: dict[str, Any]) -> str:
@@ -455,7 +439,7 @@ class TrajectoryWriter:
         if run_file.exists():
             existing = json.loads(run_file.read_text())
             if existing.get("run_id") != self.run_id:
-                raise FileExistsError(
+                raise OutputExistsError(
                     f"{self.directory} holds the log of run {existing.get('run_id')!r}, not {self.run_id!r}; use another directory"
                 )
         else:
@@ -499,9 +483,9 @@ class TrajectoryWriter:
                 the record is not logged, so writing it again later logs it exactly once.
         """
         if record.run_id not in (None, self.run_id):
-            raise ValueError(f"record of run {record.run_id!r} written to the log of run {self.run_id!r}")
+            raise DataError(f"record of run {record.run_id!r} written to the log of run {self.run_id!r}")
         if self._fh is None or self._fh.closed:
-            raise ValueError(f"{self.steps_file}: the writer is closed")
+            raise StateError(f"{self.steps_file}: the writer is closed")
         if record.run_id is None:
             record = record.replace(run_id=self.run_id)
         if record.key in self._keys:

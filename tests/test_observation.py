@@ -172,3 +172,75 @@ def test_question_field_is_the_text_as_it_stood_at_the_cutoff(tiny_corpus):
         )  # fmt: skip
     assert seen[0][0] == tiny_events()[0].question and "(edited)" not in seen[0][1]
     assert seen[1][0] == edited and f"Question: {edited}" in seen[1][1]
+
+
+@pytest.mark.parametrize("memory", ["none", "notebook"])
+def test_an_event_at_every_size_limit_stays_inside_the_observation_space(tiny_corpus, tmp_path, memory):
+    """K = 64 labels (2,000 characters in all), a 512-character id, a 10,000-character question (and as
+    much again in a text version), 100,000-character background and criteria: loaded from disk, every
+    observation of an episode (search, notebook submission) lies in ``env.observation_space``."""
+    from forecast_dojo.corpus.embedders import HashingEmbedder
+    from forecast_dojo.corpus.retrieval import ExactDenseRetriever
+    from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.schema import (
+        MAX_EVENT_ID_CHARS,
+        MAX_LABELS_TOTAL_CHARS,
+        MAX_OUTCOMES,
+        MAX_QUESTION_CHARS,
+        MAX_TEXT_CHARS,
+    )
+    from forecast_dojo.timeutil import iso
+
+    base = tiny_events()[0]
+    width = MAX_LABELS_TOTAL_CHARS // MAX_OUTCOMES
+    labels = [f"{i:02d} ".ljust(width, "x") for i in range(MAX_OUTCOMES)]
+    labels[0] = labels[0].ljust(width + MAX_LABELS_TOTAL_CHARS % MAX_OUTCOMES, "y")
+    question = "Will " + "Q" * (MAX_QUESTION_CHARS - 6) + "?"
+    version = {"from": iso(base.cutoffs[1]), "question": question[::-1], "background": "v" * MAX_TEXT_CHARS}
+    event = dataclasses.replace(
+        base,
+        id="e" * MAX_EVENT_ID_CHARS,
+        question=question,
+        background="b" * MAX_TEXT_CHARS,
+        resolution_criteria="r" * MAX_TEXT_CHARS,
+        outcomes=tuple(labels),
+        outcome=labels[-1],
+        market=(),
+        extra={"text_versions": [version]},
+    )
+    assert (
+        sum(map(len, event.outcomes)) == MAX_LABELS_TOTAL_CHARS and len(event.question) == MAX_QUESTION_CHARS
+    )
+    (loaded,) = load_events(save_events([event], tmp_path / "limits.jsonl"))
+    env = ForecastDojoEnv(
+        [loaded],
+        tiny_corpus,
+        ExactDenseRetriever(tiny_corpus, HashingEmbedder()),
+        memory=memory,
+        python_runner=None,
+    )
+    obs, _ = env.reset(loaded.id)
+    seen = [obs]
+    terminated = False
+    uniform = [1 / MAX_OUTCOMES] * MAX_OUTCOMES
+    while not terminated:
+        seen.append(env.step(call("search", query="Harbor Act"))[0])
+        arguments: dict = {"probabilities": uniform}
+        if memory == "notebook":
+            arguments["notebook"] = {
+                "assessment": dict(zip(labels, uniform, strict=True)),
+                "evidence": [],
+                "open_questions": [],
+            }
+        obs, _, terminated, _, info = env.step(call("submit_forecast", **arguments))
+        record = info["record"]
+        assert record.valid and record.forecast_error is None and record.forecast == pytest.approx(uniform)
+        seen.append(obs)
+    assert len(seen) == 1 + 2 * loaded.n_steps
+    for obs in seen:
+        assert env.observation_space.contains(obs), {
+            k: env.observation_space[k].contains(v) for k, v in obs.items()
+        }
+    assert seen[0]["outcomes"] == labels and seen[-1]["question"] == question[::-1]
+    if memory == "notebook":
+        assert json.loads(seen[-1]["notebook"])["assessment"] == dict(zip(labels, uniform, strict=True))

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from tests.conftest import REPO_ROOT, tiny_events
+from tests.venvs import make_venv
 
 SCRIPT = textwrap.dedent(
     """
@@ -76,10 +77,21 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     )
     wheel = next(dist.glob("forecast_dojo-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = make_venv(venv)  # sees this environment's packages, also when that is itself a virtualenv
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        # --ignore-installed: this environment may already hold forecast_dojo 0.1.0 (an editable install),
+        # which pip would call "already satisfied", installing nothing.
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            "-q",
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
     )

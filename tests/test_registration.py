@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -236,3 +238,130 @@ def test_version_comes_from_package_metadata():
     from importlib.metadata import version
 
     assert forecast_dojo.__version__ == version("forecast-dojo")
+
+
+SYNTHETIC = 'name = "x"\n[data]\nworld = "synthetic"\n'
+
+
+@pytest.mark.parametrize(
+    "extra, where, message",
+    [
+        (
+            '[env]\nshow_episode_length = "false"\n',
+            "[env] show_episode_length",
+            "must be true or false, not 'false'",
+        ),
+        ("[budgets]\nmax_turns = 2.5\n", "[budgets] max_turns", "must be an integer, not 2.5"),
+        ("[budgets]\nmax_tool_calls = true\n", "[budgets] max_tool_calls", "must be an integer"),
+        ("[budgets]\nmax_tool_calls = -1\n", "[budgets] max_tool_calls", "must be at least 0"),
+        ("[budgets]\nmax_wall_s = 3\n", "unknown keys in [budgets]", "max_wall_s"),
+        (
+            '[budgets]\nmax_python_seconds = "20"\n',
+            "[budgets] max_python_seconds",
+            "positive number of seconds",
+        ),
+        (
+            "[budgets]\nmax_python_seconds = -1.5\n",
+            "[budgets] max_python_seconds",
+            "positive number of seconds",
+        ),
+        (
+            '[env]\nmemory = "notebok"\n',
+            "[env] memory",
+            "unknown memory 'notebok'; known: ['none', 'notebook']",
+        ),
+        ('[env]\nreward = "brir"\n', "[env] reward", "unknown reward 'brir'"),
+        ('[env]\nretriever = "dns"\n', "[env] retriever", "unknown retriever 'dns'"),
+        ('[env]\ntools = ["search", "serch", "submit_forecast"]\n', "[env] tools", "unknown ['serch']"),
+        ('[env]\ntools = ["search"]\n', "[env] tools", "must include 'submit_forecast'"),
+        ('[env]\ntools = "search"\n', "[env] tools", "must be a list of non-empty strings"),
+        ('[env]\nprompt = "tiny"\n', "[env] prompt", "unknown prompt 'tiny'"),
+        ('embedder = "minilmm"\n', "[data] embedder", "unknown embedder 'minilmm'"),
+        ('seed = "0"\n', "[data] seed", "must be an integer, not '0'"),
+        ('split = "test"\n', "[data] split", "unknown split 'test'; known: ['train', 'eval', 'all']"),
+        ("train_events = -5\n", "[data] train_events", "must be at least 0"),
+        ('event_ids = "syn-0001"\n', "[data] event_ids", "must be a list of non-empty strings"),
+        ('[retriever]\nindex = "ivf"\n', "[retriever] index", "unknown index 'ivf'"),
+        ('[retriever]\nnprobe = "8"\n', "[retriever] nprobe", "must be an integer"),
+        ("[retriever]\nbatch = 8\n", "unknown keys in [retriever]", "batch"),
+        ("env = 3\n", "env must be a table", ""),
+        ("colour = 3\n", "unknown top-level keys", "colour"),
+    ],
+)
+def test_spec_values_are_checked_against_the_schema(tmp_path, extra, where, message):
+    top_level = extra.startswith(("env =", "colour ="))  # else a [section] or a key of [data]
+    path = write(tmp_path, extra + SYNTHETIC if top_level else SYNTHETIC + extra)
+    with pytest.raises(SpecError) as raised:
+        DojoSpec.from_toml(path)
+    assert (
+        str(raised.value).startswith(f"{path}: ")
+        and where in str(raised.value)
+        and message in str(raised.value)
+    )
+
+
+def test_a_name_that_cannot_be_a_gym_id_is_refused(tmp_path):
+    with pytest.raises(SpecError, match="cannot be a gymnasium id"):
+        DojoSpec.from_toml(write(tmp_path, 'name = "a/b c"\n[data]\nworld = "synthetic"\n'))
+
+
+def test_make_overrides_are_checked_like_the_file(tiny_corpus_dir, tmp_path):
+    from forecast_dojo.schema import save_events
+
+    save_events(tiny_events(), tmp_path / "events.jsonl")
+    spec = DojoSpec(name="t", events=tmp_path / "events.jsonl", corpus=tiny_corpus_dir)
+    for overrides, message in (
+        ({"memory": "notebok"}, "[env] memory: unknown memory 'notebok'"),
+        ({"show_episode_length": "false"}, "[env] show_episode_length: must be true or false"),
+        ({"max_turns": 2.5}, "[budgets] max_turns: must be an integer, not 2.5"),
+        ({"retriever": "dns"}, "[env] retriever: unknown retriever"),
+        ({"embedder": "minilmm"}, "[data] embedder: unknown embedder"),
+        ({"tools": ("search",)}, "must include 'submit_forecast'"),
+    ):
+        with pytest.raises(SpecError, match=re.escape(message)):
+            make(spec, python_runner=None, **overrides)
+
+
+def test_a_bad_spec_in_the_env_folder_is_skipped_with_a_warning(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "slash.toml").write_text('name = "a/b c"\n[data]\nworld = "synthetic"\n')
+    (tmp_path / "ablation.toml").write_text(
+        'name = "Ablation-v0"\n[data]\nworld = "synthetic"\n[env]\nshow_episode_length = "false"\n'
+    )
+    (tmp_path / "good.toml").write_text('name = "Good-v0"\n[data]\nworld = "synthetic"\n')
+    code = "import gymnasium as gym, forecast_dojo; print(sorted(i for i in gym.registry if 'Good' in i or 'Abl' in i))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "FORECAST_DOJO_ENVS": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['forecast_dojo/Good-v0']"
+    assert (
+        f"skipping spec file {tmp_path / 'slash.toml'}" in out.stderr
+        and "cannot be a gymnasium id" in out.stderr
+    )
+    assert (
+        f"skipping spec file {tmp_path / 'ablation.toml'}" in out.stderr
+        and "show_episode_length" in out.stderr
+    )
+
+
+def test_the_schema_is_one_table_of_keys():
+    from forecast_dojo.registration import SPEC_KEYS
+
+    keys = [(k.section, k.key) for k in SPEC_KEYS]
+    assert len(keys) == len(set(keys))
+    assert {("data", "split"), ("env", "prompt"), ("data", "train_events")} <= set(keys)
+    fields = {f.name for f in dataclasses.fields(DojoSpec)}
+    for k in SPEC_KEYS:
+        if (
+            k.section in ("", "data", "env")
+            and k.field is not None
+            and k.key not in ("split", "prompt", "train_events")
+        ):
+            assert k.field in fields, k

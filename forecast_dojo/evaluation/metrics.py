@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from forecast_dojo.errors import DataError
+
 # The per-forecast losses are forecast_dojo.scoring's (one definition); re-exported here for callers of metrics.
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
 from forecast_dojo.scoring import brier_loss as brier_loss
@@ -381,7 +383,7 @@ def paired_difference(
             if va is not None and vb is not None:
                 by_event[event_id].append(va - vb)
     if not by_event:
-        raise ValueError(f"no steps scored by both {a} and {b}")
+        raise DataError(f"no steps scored by both {a} and {b}")
     mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
     return {
         "a": list(a),

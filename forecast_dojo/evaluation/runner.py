@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.errors import EpisodeError
 from forecast_dojo.evaluation.baselines import reference_records
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
@@ -102,7 +103,7 @@ def episode_records(
             records.append(info["record"])
         if terminated or truncated:
             return records
-    raise RuntimeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    raise EpisodeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def run_episode(

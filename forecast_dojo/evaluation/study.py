@@ -36,7 +36,8 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, EpisodeError
+from forecast_dojo.errors import StudyError as StudyError
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
@@ -50,10 +51,6 @@ MAX_TURNS_PER_EPISODE = 10_000
 
 AgentFactory = Callable[[ForecastDojoEnv], Agent]
 EnvFactory = Callable[[str, dict[str, Any]], ForecastDojoEnv]
-
-
-class StudyError(ForecastDojoError, RuntimeError):
-    """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +164,7 @@ def control_notebook(
         return True, json.dumps(
             {"assessment": assessment, "evidence": evidence, "open_questions": raw.get("open_questions", [])}
         )
-    raise ValueError(f"unknown notebook control {control!r}; known: {CONTROLS}")
+    raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
 def plan_controls(
@@ -223,7 +220,7 @@ def play(
                 return steps
         if terminated or truncated:
             return steps
-    raise RuntimeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    raise EpisodeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def evaluate_step(

@@ -15,13 +15,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import SplitError as SplitError
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import end_of_day, iso, parse_instant
-
-
-class SplitError(ForecastDojoError, ValueError):
-    """Windows that are malformed or overlap."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import OracleError as OracleError
 from forecast_dojo.scoring import brier_loss as brier_loss  # re-exported (forecast_dojo.synthetic)
 from forecast_dojo.scoring import log_loss as log_loss
 from forecast_dojo.synthetic.model import Evidence, SyntheticWorld
@@ -66,10 +67,6 @@ def posterior_from_evidence(
 ) -> tuple[float, ...]:
     """Exact posterior given the evidence available strictly before ``cutoff_us``."""
     return tuple(float(p) for p in posteriors_at(prior, evidence, [cutoff_us])[0])
-
-
-class OracleError(ForecastDojoError, ValueError):
-    """An oracle file or request that cannot be honoured (bad rows, unknown events, naive cutoffs)."""
 
 
 def oracle_forecast(world: SyntheticWorld, event_id: str, cutoff: datetime) -> tuple[float, ...]:
@@ -123,7 +120,7 @@ def load_oracle(path: str | Path) -> dict[tuple[str, int], tuple[float, ...]]:
     """Read an oracle JSONL file into ``{(event_id, step): probabilities}``; bad rows fail the load."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"oracle file not found: {path}")
+        raise InputNotFoundError(f"oracle file not found: {path}")
     table: dict[tuple[str, int], tuple[float, ...]] = {}
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):

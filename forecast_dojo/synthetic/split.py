@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.synthetic.model import TRAIN_EVENT_PREFIX, train_event_id
 
 
@@ -38,7 +39,7 @@ class EventSplit:
             return list(self.held_out)
         if which == "all":
             return sorted(self.train + self.held_out)
-        raise ValueError(f"split must be train, eval or all, not {which!r}")
+        raise ConfigError(f"split must be train, eval or all, not {which!r}")
 
 
 def split_event_ids(event_ids: Iterable[str]) -> EventSplit:

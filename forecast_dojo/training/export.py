@@ -25,17 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ExportError as ExportError
 from forecast_dojo.records import StepRecord
 from forecast_dojo.scoring import SCORING_RULES, all_scores
 from forecast_dojo.trajectory import LogNotFoundError, find_run_dirs, load_records, load_run_metadata
 
 SHORTENING_STAGES = (2000, 800, 300, 80)
 SHORTENED_MARKER = "[... tool result shortened for training: {kept} of {total} characters kept]"
-
-
-class ExportError(ForecastDojoError, ValueError):
-    """Logs that cannot be exported as asked (unknown split, missing files, bad options)."""
 
 
 @dataclass

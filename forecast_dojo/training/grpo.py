@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from forecast_dojo.errors import ConfigError, DataError
 from forecast_dojo.tools import tool_interface
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.rewards import INVALID_PENALTY, MISSING_PENALTY, Submission, step_reward
@@ -89,7 +90,7 @@ class ForecastStepEnv:
             options["notebook"] = json.loads(notebook) if isinstance(notebook, str) else notebook
         observation, _ = self.env.reset(event_id, options=options)
         if prompt is not None and _prompt_messages(prompt) != _prompt_messages(observation["messages"]):
-            raise ValueError(
+            raise DataError(
                 f"the dataset's prompt for {event_id!r} step {step} differs from the env's: rebuild the dataset "
                 "with build_grpo_dataset for this env"
             )
@@ -420,7 +421,7 @@ def train_grpo(
         split = synthetic_split(0)
         held_out = sorted(set(events) & set(split.held_out))
         if held_out:
-            raise ValueError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
+            raise ConfigError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
         events = events or list(split.train)
     elif not events:
         events = [e.id for e in env.events]
