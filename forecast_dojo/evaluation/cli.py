@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import random
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,17 @@ SERVER_FLAGS = {
         help="native tool calls, or tool calls written as text in the reply", choices=("native", "text")
     ),
 }
+
+
+def _day(value: str) -> str:
+    """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (the report compares dates as text)."""
+    try:
+        parsed = date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+    if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
+    return value
 
 
 def _count(minimum: int) -> Any:
@@ -118,13 +130,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
     run.add_argument(
+        "--prompt",
+        choices=["default", "compact"],
+        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
+    )
+    run.add_argument(
         "--max-turns", type=_count(1), help="turns per forecast step (default: the spec's budget)"
     )
     run.add_argument(
         "--max-tool-calls", type=_count(0), help="tool calls per forecast step (default: the spec's)"
     )
     run.add_argument(
-        "--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
+        "--knowledge-cutoff",
+        type=_day,
+        help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view",
     )
     from forecast_dojo.agents.openai_agent import OpenAIConfig
 
@@ -147,7 +166,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.add_argument("runs", nargs="+", type=Path, help="study folders")
     report.add_argument("--out", type=Path, help="where to write (default: the first study folder)")
-    report.add_argument("--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD)")
+    report.add_argument("--knowledge-cutoff", type=_day, help="a model's knowledge cutoff (YYYY-MM-DD)")
     report.add_argument("--no-plots", action="store_true")
     report.set_defaults(func=report_command)
 
@@ -293,10 +312,10 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
 
 def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
+    from forecast_dojo.budgets import Budgets
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import run_study, write_references
-    from forecast_dojo.prompts import Budgets
     from forecast_dojo.registration import make as make_env
     from forecast_dojo.registration import resolve_spec, spec_event_ids
 
@@ -310,6 +329,8 @@ def run_command(args: argparse.Namespace) -> int:
         if getattr(args, budget) is not None:
             overrides[budget] = getattr(args, budget)
     overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
+    if args.prompt is not None:
+        overrides["prompt"] = args.prompt
 
     def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
         options = dict(overrides) | extra
