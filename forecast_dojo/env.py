@@ -57,7 +57,7 @@ from forecast_dojo.spaces import (
     UnicodeText,
 )
 from forecast_dojo.timeutil import iso
-from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
+from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
 from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
@@ -109,7 +109,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         if reward not in SCORING_RULES:
             raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
-        if unknown_tools or "submit_forecast" not in tools:
+        if unknown_tools or SUBMIT_FORECAST not in tools:
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
@@ -400,12 +400,12 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             result = ToolResult(
                 "", error=f"unknown tool {call.name!r}; available: {', '.join(self.enabled_tools)}"
             )
-        elif call.name != "submit_forecast" and (
+        elif call.name != SUBMIT_FORECAST and (
             self._forced or self._tool_calls >= self.budgets.max_tool_calls
         ):
             result = ToolResult("", error="tool budget spent for this step: call submit_forecast now")
         else:
-            if call.name != "submit_forecast":
+            if call.name != SUBMIT_FORECAST:
                 self._tool_calls += 1
             assert call.arguments is not None
             result = self._tools.call(call.name, call.arguments)
