@@ -35,13 +35,14 @@ from gymnasium import spaces
 
 from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
-from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
@@ -94,6 +95,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
         show_episode_length: bool = False,
+        prompt: str = "default",
     ) -> None:
         if not events:
             raise ConfigError("an environment needs at least one event")
@@ -106,6 +108,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.prompt = check_profile(prompt)
         self.events = list(events)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
@@ -133,6 +136,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
             **({"show_episode_length": True} if self.show_episode_length else {}),
+            **({"prompt": self.prompt} if self.prompt != "default" else {}),  # the default keeps its run id
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
@@ -140,7 +144,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._log_dir = Path(log_dir) if log_dir is not None else None
         self._log: LogSink | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
-        self._system_prompt = system_prompt(memory, self._schemas)
+        self._system_prompt = system_prompt(memory, self._schemas, self.prompt)
 
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
@@ -344,6 +348,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             python_runner=runner,
             now=cutoff,
             python_seconds=self.budgets.max_python_seconds,
+            compact=self.prompt == "compact",
         )
         prompt = step_prompt(
             event,
@@ -353,6 +358,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             notebook if self.memory == "notebook" else None,
             note,
             show_episode_length=self.show_episode_length,
+            profile=self.prompt,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
@@ -460,6 +466,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             agent=self.agent_name,
             source=event.source,
             memory=self.memory,
+            prompt=self.prompt,
             messages=[normalize_message(m) for m in self._messages],
             tools=copy.deepcopy(self._schemas),
             tool_calls=list(self._tool_log),

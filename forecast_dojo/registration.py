@@ -17,6 +17,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     reward = "brier"                 # brier | log | spherical
     tools = ["search", "read", "python", "submit_forecast"]
     # show_episode_length = false    # ablation only: tell the agent how many steps the episode has
+    prompt = "default"               # default | compact (small models: <= 400 SmolLM2 tokens before any tool result)
     [retriever]                      # options for make_retriever: index, nprobe, depth, rrf_k ...
     [budgets]
     max_tool_calls = 8
@@ -50,8 +51,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.errors import ConfigError, SpecError
-from forecast_dojo.prompts import Budgets
+from forecast_dojo.prompts import PROMPT_PROFILES
 from forecast_dojo.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -214,7 +216,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey(
         "env", "show_episode_length", "bool", "show_episode_length", doc="ablation: reveal the step count"
     ),
-    SpecKey("env", "prompt", "str", "prompt", ("default", "compact"), doc="prompt profile"),
+    SpecKey("env", "prompt", "str", "prompt", PROMPT_PROFILES, doc="prompt profile: default | compact"),
     SpecKey("retriever", "index", "str", "index", _index_kinds, doc="dense index kind"),
     SpecKey("retriever", "nprobe", "int", "nprobe", minimum=0, doc="IVF lists probed (0: calibrated)"),
     SpecKey(
@@ -253,6 +255,7 @@ class DojoSpec:
         tools: The enabled tools (``submit_forecast`` always).
         budgets: Per-step budgets.
         show_episode_length: Ablation: show the number of steps to the agent.
+        prompt: The prompt profile, ``default`` or ``compact`` (:data:`forecast_dojo.prompts.PROMPT_PROFILES`).
         source: The file the spec was read from.
     """
 
@@ -271,6 +274,7 @@ class DojoSpec:
     tools: tuple[str, ...] = TOOL_NAMES
     budgets: Budgets = field(default_factory=Budgets)
     show_episode_length: bool = False
+    prompt: str = "default"
     source: Path | None = None
 
     @property
@@ -545,7 +549,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
         **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls``,
+            ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields ``max_tool_calls``,
             ``max_turns`` and ``max_python_seconds``, or env constructor arguments (``log_dir``, ``python_runner``,
             ``render_mode``, ``run_metadata``).
 
@@ -594,6 +598,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         budgets=resolved.budgets,
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
+        prompt=resolved.prompt,
         run_metadata=metadata,
         **overrides,
     )

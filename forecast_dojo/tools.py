@@ -20,12 +20,13 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from forecast_dojo.gateway import CutoffView, LeakageError
-from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
+from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
 
 SNIPPET_CHARS = 500
+COMPACT_SNIPPET_CHARS = 200  # the compact prompt profile's search results: id, date, title, a short snippet
 MAX_TOP_K = 20
 MAX_READ_CHARS = 20_000
 MAX_QUERY_CHARS = 2_000
@@ -72,6 +73,46 @@ def _day(micros: int) -> str:
     return from_micros(micros).date().isoformat()
 
 
+_COMPACT_HIT = re.compile(r"^\[(?P<id>.+?)\] (?P<date>\d{4}-\d{2}-\d{2}) (?P<title>.*)$")
+
+
+def compact_search_results(results: list[dict[str, Any]]) -> str:
+    """Search results as the compact profile shows them: per hit ``[id] date title`` and a snippet line."""
+    if not results:
+        return "(no results)"
+    lines = []
+    for hit in results:
+        lines.append(f"[{hit['id']}] {hit['date']} {' '.join(str(hit['title']).split())}".rstrip())
+        lines.append(hit["snippet"])
+    return "\n".join(lines)
+
+
+def parse_search_results(content: str) -> list[dict[str, Any]] | None:
+    """The hits of a search result text in either profile's form (``id``, ``date``, ``title``, ``snippet``).
+
+    Returns:
+        The hits (the default profile's JSON objects as they are), or None when ``content`` is not a
+        search result (an error message, say).
+    """
+    if content.startswith("["):
+        try:
+            value = json.loads(content)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, list) and all(isinstance(hit, dict) and "id" in hit for hit in value):
+            return value
+    if content == "(no results)":
+        return []
+    lines = content.split("\n")
+    hits: list[dict[str, Any]] = []
+    for head, body in zip(lines[0::2], lines[1::2], strict=False):
+        match = _COMPACT_HIT.match(head)
+        if match is None:
+            return None
+        hits.append({"id": match["id"], "date": match["date"], "title": match["title"], "snippet": body})
+    return hits if hits and len(lines) == 2 * len(hits) else None
+
+
 def _takes_timeout(runner: Callable[..., Any]) -> bool:
     """Whether a python runner accepts the ``timeout_s`` keyword (the sandbox's does; simple callables need not)."""
     try:
@@ -94,8 +135,10 @@ class ForecastTools:
         python_runner: Callable[..., tuple[str, str | None]] | None = None,
         now: datetime | None = None,
         python_seconds: float | None = None,
+        compact: bool = False,
     ) -> None:
         self.view = view
+        self.compact = compact  # the compact prompt profile: shorter search results
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
@@ -134,20 +177,25 @@ class ForecastTools:
             available = int(corpus.available_us[row])
             latest = available if latest is None else max(latest, available)
             ids.append(doc_id)
-            results.append(
-                {
+            hit = {
+                "id": doc_id,
+                "title": corpus.field("title", row) or "",
+                "date": _day(int(self.view.published_us[row])),
+                "source": corpus.field("source", row),
+                "score": round(score, 4),
+                "snippet": snippet(corpus.text(row)),
+            }
+            if self.compact:
+                hit = {
                     "id": doc_id,
-                    "title": corpus.field("title", row) or "",
-                    "date": _day(int(self.view.published_us[row])),
-                    "source": corpus.field("source", row),
-                    "score": round(score, 4),
-                    "snippet": snippet(corpus.text(row)),
+                    "date": hit["date"],
+                    "title": hit["title"],
+                    "snippet": snippet(corpus.text(row), COMPACT_SNIPPET_CHARS),
                 }
-            )
+            results.append(hit)
         self.surfaced.update(ids)
-        return ToolResult(
-            json.dumps(results, ensure_ascii=False), doc_ids=tuple(ids), max_available_us=latest
-        )
+        content = compact_search_results(results) if self.compact else json.dumps(results, ensure_ascii=False)
+        return ToolResult(content, doc_ids=tuple(ids), max_available_us=latest)
 
     def read(self, doc_id: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> ToolResult:
         """Read the full text of a document that a search in this step returned, one page at a time.
@@ -225,7 +273,7 @@ class ForecastTools:
 
         Args:
             probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
-            notebook: Memory mode only: your belief notebook to carry to the next step, an object with "assessment" (probability by outcome label), "evidence" (list of {"claim", "date", "doc_ids"}) and "open_questions" (list of strings).
+            notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
         """
         forecast, forecast_error = self._read_probabilities(probabilities)
@@ -335,5 +383,9 @@ def _generate_tool_schemas(memory: str, enabled: tuple[str, ...]) -> list[dict[s
         schema["function"].pop("return", None)
         if name == "submit_forecast" and memory != "notebook":
             schema["function"]["parameters"]["properties"].pop("notebook", None)
+        elif name == "submit_forecast":
+            schema["function"]["parameters"]["properties"]["notebook"]["description"] = (
+                f"Memory mode only: your belief notebook to carry to the next step, {schema_words()}."
+            )
         schemas.append(schema)
     return schemas

@@ -79,6 +79,29 @@ def test_synthetic_env_via_gym_make(tmp_path, monkeypatch):
     env.close()
 
 
+def test_the_prompt_profile_comes_from_the_spec_or_make(tiny_corpus_dir, tmp_path):
+    from forecast_dojo.schema import save_events
+
+    save_events(tiny_events(), tmp_path / "events.jsonl")
+    path = write(
+        tmp_path,
+        f'name = "Tiny-v0"\n[data]\nevents = "events.jsonl"\ncorpus = "{tiny_corpus_dir}"\n[env]\nprompt = "compact"\n',
+    )
+    assert DojoSpec.from_toml(path).prompt == "compact"
+    env = forecast_dojo.make(path, python_runner=None)
+    assert env.prompt == "compact" and env.run_metadata["prompt"] == "compact"
+    assert forecast_dojo.make(path, python_runner=None, prompt="default").prompt == "default"
+    spec = DojoSpec(name="t", events=tmp_path / "events.jsonl", corpus=tiny_corpus_dir)
+    assert make(spec, python_runner=None).prompt == "default"
+    assert (
+        make(spec, python_runner=None, prompt="compact")
+        .reset("harbor")[0]["messages"][0]["content"]
+        .startswith("Only news before the forecast date exists.")
+    )
+    with pytest.raises(SpecError, match="unknown prompt .huge."):
+        make(spec, prompt="huge")
+
+
 def test_training_world_from_spec_key_make_and_gym_make(tmp_path, monkeypatch):
     from forecast_dojo.synthetic.split import synthetic_split
 

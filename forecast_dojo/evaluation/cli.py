@@ -130,6 +130,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
     run.add_argument(
+        "--prompt",
+        choices=["default", "compact"],
+        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
+    )
+    run.add_argument(
         "--max-turns", type=_count(1), help="turns per forecast step (default: the spec's budget)"
     )
     run.add_argument(
@@ -307,10 +312,10 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
 
 def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
+    from forecast_dojo.budgets import Budgets
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import run_study, write_references
-    from forecast_dojo.prompts import Budgets
     from forecast_dojo.registration import make as make_env
     from forecast_dojo.registration import resolve_spec, spec_event_ids
 
@@ -324,6 +329,8 @@ def run_command(args: argparse.Namespace) -> int:
         if getattr(args, budget) is not None:
             overrides[budget] = getattr(args, budget)
     overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
+    if args.prompt is not None:
+        overrides["prompt"] = args.prompt
 
     def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
         options = dict(overrides) | extra

@@ -38,6 +38,7 @@ from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.errors import ConfigError, EpisodeError
 from forecast_dojo.errors import StudyError as StudyError
+from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
@@ -141,7 +142,7 @@ def control_notebook(
         assessment = dict(zip(event.outcomes, (round(float(p), 6) for p in probabilities), strict=True))
         total = sum(assessment.values())
         assessment = {k: v / total for k, v in assessment.items()}
-        return True, json.dumps({"assessment": assessment, "evidence": [], "open_questions": []})
+        return True, json.dumps(notebook_value(assessment))
     if control == "shuffled":
         same_k = sorted(e.id for e in events.values() if len(e.outcomes) == len(event.outcomes))
         if len(same_k) < 2:
@@ -161,9 +162,7 @@ def control_notebook(
             if label in labels
         }
         evidence = [e for e in raw.get("evidence", []) if str(e.get("date", "")) <= forecast_date]
-        return True, json.dumps(
-            {"assessment": assessment, "evidence": evidence, "open_questions": raw.get("open_questions", [])}
-        )
+        return True, json.dumps(notebook_value(assessment, evidence, raw.get("open_questions", [])))
     raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
