@@ -56,7 +56,8 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     shutil.copytree(
         REPO_ROOT / "forecast_dojo", source / "forecast_dojo", ignore=shutil.ignore_patterns("__pycache__")
     )
-    for name in ("pyproject.toml", "README.md"):
+    shutil.copytree(REPO_ROOT / "envs", source / "envs")  # the specs ship from the top-level envs/
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)
     dist = tmp_path / "dist"
     subprocess.run(
