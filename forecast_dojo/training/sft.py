@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, save_checkpoint
+from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer
 from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.training.arguments import JsonObject
+from forecast_dojo.training.checkpoint import train_and_save
 from forecast_dojo.trajectory import STEPS_FILE
 
 
@@ -42,7 +42,7 @@ class SFTArguments:
         learning_rate: peak learning rate (linear decay, ``warmup_ratio`` warm-up).
         warmup_ratio: the share of steps spent warming up.
         max_length: tokens per sequence; the export shortens tool results to fit it (1,024: the compact
-            prompt profile's records fit it; peak RSS and s/step of this default in ``benchmarks/sft.py``).
+            prompt profile's budget; the default profile's records need 2,048).
         bf16: bfloat16 autocast (on: faster than float32 on this CPU, ``benchmarks/sft.py``).
         gradient_checkpointing: recompute activations in the backward pass (less memory, slower).
         lora_rank: train a LoRA adapter of this rank (needs ``peft``) instead of every weight; 0: full.
@@ -263,18 +263,6 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
         processing_class=tokenizer,
         peft_config=peft_config(args),
     )
-    started = time.perf_counter()
-    result = trainer.train()
-    wall = time.perf_counter() - started
-    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
-    summary = {
-        "arguments": dataclasses.asdict(args),
-        "rows": len(dataset),
-        "global_step": result.global_step,
-        "training_loss": result.training_loss,
-        "wall_seconds": round(wall, 1),
-        "estimate": dataclasses.asdict(cost),
-        "log_history": trainer.state.log_history,
-    }
-    (out / "sft_run.json").write_text(json.dumps(summary, indent=2, default=str))
-    return out
+    return train_and_save(
+        trainer, tokenizer, args, "sft_run.json", rows=len(dataset), estimate=dataclasses.asdict(cost)
+    )
