@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -78,7 +79,39 @@ def child(args: argparse.Namespace) -> None:
     probe.close()
     setup_s = time.perf_counter() - t0
     load = os.getloadavg()[0]
+    steps_file = log_dir(Path(args.out), "smollm2", "none") / "steps.jsonl"
     t0 = time.perf_counter()
+
+    def report(partial: bool) -> None:
+        wall = time.perf_counter() - t0
+        lines = steps_file.read_text().splitlines(keepends=True) if steps_file.exists() else []
+        records = [json.loads(line) for line in lines if line.endswith("\n")]  # complete records
+        turns = sum(r["budgets"]["turns_used"] for r in records)
+        row = {
+            "mode": args.child,
+            "episodes": len(events),
+            "steps": len(records),
+            "turns": turns,
+            "valid": sum(bool(r.get("valid")) for r in records),
+            "prompt_tokens": sum(r["tokens"]["prompt_tokens"] or 0 for r in records),
+            "completion_tokens": sum(r["tokens"]["completion_tokens"] or 0 for r in records),
+            "wall_s": wall,
+            "setup_s": setup_s,
+            "steps_per_min": 60 * len(records) / wall,
+            "turns_per_min": 60 * turns / wall,
+            "load_before": load,
+            "load_after": os.getloadavg()[0],
+            "stopped_at_time_limit": partial,
+        }
+        print("RESULT " + json.dumps(row), flush=True)
+
+    if args.time_limit:  # report the steps done so far and stop: rates over the first time_limit seconds
+
+        def stop() -> None:
+            report(True)
+            os._exit(0)
+
+        threading.Timer(args.time_limit, stop).start()
     run_study(
         args.out,
         {"smollm2": lambda env: TransformersAgent.from_pretrained(args.model, **options)},
@@ -88,33 +121,8 @@ def child(args: argparse.Namespace) -> None:
         concurrency=concurrency,
         progress=False,
     )
-    wall = time.perf_counter() - t0
-    records = [
-        json.loads(line)
-        for line in log_dir(Path(args.out), "smollm2", "none") / "steps.jsonl".read_text().splitlines()
-    ]
-    turns = sum(r["budgets"]["turns_used"] for r in records)
-    print(
-        "RESULT "
-        + json.dumps(
-            {
-                "mode": args.child,
-                "episodes": len(events),
-                "steps": len(records),
-                "turns": turns,
-                "valid": sum(bool(r.get("valid")) for r in records),
-                "prompt_tokens": sum(r["tokens"]["prompt_tokens"] or 0 for r in records),
-                "completion_tokens": sum(r["tokens"]["completion_tokens"] or 0 for r in records),
-                "wall_s": wall,
-                "setup_s": setup_s,
-                "steps_per_min": 60 * len(records) / wall,
-                "turns_per_min": 60 * turns / wall,
-                "load_before": load,
-                "load_after": os.getloadavg()[0],
-            }
-        ),
-        flush=True,
-    )
+    report(False)
+    os._exit(0)  # the time-limit timer may still be pending
 
 
 def export_commit(commit: str, into: Path) -> Path:
@@ -147,6 +155,9 @@ def main() -> None:
     )
     parser.add_argument("--baseline-commit", default=BASE_COMMIT)
     parser.add_argument(
+        "--time-limit", type=float, help="seconds per configuration: rates over the steps done by then"
+    )
+    parser.add_argument(
         "--model",
         default="smollm2",
         help="smollm2 (the GGUF, de-quantized at each load) or the same model saved by save_checkpoint (loads faster)",
@@ -176,6 +187,8 @@ def main() -> None:
             command += ["--events", str(events), "--max-turns", str(args.max_turns)]
             command += ["--max-new-tokens", str(args.max_new_tokens), "--embedder", args.embedder]
             command += ["--model", args.model]
+            if args.time_limit:
+                command += ["--time-limit", str(args.time_limit)]
             if args.prompt:
                 command += ["--prompt", args.prompt]
             root = baseline_tree if code == "baseline" else REPO
