@@ -93,6 +93,8 @@ class StepRecord:
         agent: The agent's name where known (``run_metadata["agent"]`` or the reference forecaster's name).
         source: The event's source (e.g. ``forecastbench:manifold``, ``synthetic``).
         memory: ``none`` or ``notebook``; None for a reference forecast that no env produced.
+        prompt: The prompt profile the step was played in (``default`` or ``compact``; logs written
+            before profiles existed read as ``default``).
         messages: The step's whole transcript (system, prompt, turns, tool results).
         tools: The OpenAI tool schemas the agent was offered.
         tool_calls: Every call of the step, in order.
@@ -126,6 +128,7 @@ class StepRecord:
     agent: str | None = None
     source: str = ""
     memory: str | None = None
+    prompt: str = "default"
     messages: list[ChatMessage] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)

@@ -105,6 +105,7 @@ def test_missing_notebook_file(no_heavy_loading, tmp_path, capsys):
         ),
         (["--event-ids", "syn-0001", "syn-99999"], "--event-ids: unknown event id(s) ['syn-99999']"),
         (["--spec", "Synthetic-v0", "--event-ids", "nope"], "unknown event id(s) ['nope']"),
+        (["--embedder", "minilmm"], "[data] embedder: unknown embedder 'minilmm'"),
     ],
 )
 def test_bad_arguments_are_reported_before_the_env_loads(no_heavy_loading, capsys, argv, message):
@@ -115,7 +116,8 @@ def test_bad_arguments_are_reported_before_the_env_loads(no_heavy_loading, capsy
 @pytest.mark.parametrize(
     ("flag", "value"),
     [("--max-events", "-2"), ("--max-events", "0"), ("--rollouts", "0"), ("--sample", "0"), ("--step", "-1"),
-     ("--concurrency", "0"), ("--max-turns", "0"), ("--max-tool-calls", "-1"), ("--rollouts", "two")],
+     ("--concurrency", "0"), ("--max-turns", "0"), ("--max-tool-calls", "-1"), ("--rollouts", "two"),
+     ("--knowledge-cutoff", "2024/05/01"), ("--knowledge-cutoff", "20240501"), ("--knowledge-cutoff", "May 2024")],
 )  # fmt: skip
 def test_out_of_range_counts_are_usage_errors(capsys, flag, value):
     with pytest.raises(SystemExit) as exited:

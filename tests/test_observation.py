@@ -9,6 +9,7 @@ import re
 import pytest
 
 from forecast_dojo.schema import SchemaError, load_events, save_events
+from forecast_dojo.timeutil import iso
 from tests.conftest import tiny_events
 
 
@@ -66,11 +67,12 @@ def test_budget_left_says_when_to_submit(make_tiny_env):
     assert info["budget_spent"] and obs["budget_left"] == {"tool_calls": 0, "turns": 0}
 
 
+@pytest.mark.parametrize("prompt", ["default", "compact"])
 @pytest.mark.parametrize("memory", ["none", "notebook"])
-def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory):
+def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory, prompt):
     """Two events with 3 and 4 steps: agent-facing text and values never state the count or the last step."""
     for event_id, n_steps in (("harbor", 3), ("mayor", 4)):
-        env = make_tiny_env(memory=memory)
+        env = make_tiny_env(memory=memory, prompt=prompt)
         seen = episode(env, event_id) if event_id == "harbor" else []
         if event_id == "mayor":
             obs, info = env.reset("mayor")
@@ -87,8 +89,30 @@ def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory)
         assert len({tuple(sorted(obs)) for obs, _ in seen}) == 1
 
 
-def test_show_episode_length_is_an_explicit_ablation(make_tiny_env):
-    env = make_tiny_env(show_episode_length=True)
+@pytest.mark.parametrize("prompt", ["default", "compact"])
+def test_nothing_agent_facing_reveals_the_outcome(make_tiny_env, prompt):
+    """Prompt, tool results and notices of whole episodes never carry the outcome, its date or the market."""
+    for event in tiny_events():
+        env = make_tiny_env(memory="notebook", prompt=prompt)
+        seen = episode(env, event.id) if event.id == "harbor" else [env.reset(event.id)]
+        text = json.dumps([obs for obs, _ in seen])
+        prompts = [
+            m["content"] for obs, _ in seen for m in obs["messages"] if m["role"] in ("system", "user")
+        ]
+        public = " ".join((event.question, event.background, event.resolution_criteria))
+        assert prompts and iso(event.resolved_at) not in text and iso(event.close_at) not in text
+        for day in (event.resolved_at.date().isoformat(), event.close_at.date().isoformat()):
+            assert day in public or day not in text  # a date only where the public question states it
+        for point in event.market:
+            assert not any(f"{p:.2f}" in " ".join(prompts) for p in point.probabilities)
+        assert not any(
+            re.search(rf"\b(outcome|answer) (is|was) {re.escape(event.outcome)}\b", t) for t in prompts
+        )
+
+
+@pytest.mark.parametrize("prompt", ["default", "compact"])
+def test_show_episode_length_is_an_explicit_ablation(make_tiny_env, prompt):
+    env = make_tiny_env(show_episode_length=True, prompt=prompt)
     obs, info = env.reset("harbor")
     assert obs["n_steps"] == 3 and "(step 1 of 3)" in obs["messages"][1]["content"]
     assert obs in env.observation_space and env.run_metadata["show_episode_length"] is True

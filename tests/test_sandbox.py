@@ -595,6 +595,12 @@ MEMORY_VECTORS = {
                 break
         print("HELD")
         """,
+    "tmp_inodes": """
+        import os
+        for i in range(4 * 1024 ** 2):  # about 1 KiB of kernel memory each, which the tmpfs's size= does not count
+            os.mkdir(f"/tmp/{i}")
+        print("HELD")
+        """,
     "tmp_files": """
         for i in range(128):
             with open(f"/tmp/fill{i}", "wb") as fh:
@@ -631,11 +637,17 @@ def test_memory_vectors_are_denied_for_the_expected_reason() -> None:
         "many_unix_socket_buffers": "OSError: [Errno 24] Too many open files",
         "tmp_files": "OSError: [Errno 28] No space left on device",
         "tmp_xattrs": "PermissionError: [Errno 1] Operation not permitted",
+        # nr_inodes of the bounded /tmp, or (where a memory cgroup is used instead) its limit
+        "tmp_inodes": ("OSError: [Errno 28] No space left on device", "memory limit of"),
     }
     assert set(expected) == set(MEMORY_VECTORS)
-    for vector, message in expected.items():
+    for vector, messages in expected.items():
         result = run(MEMORY_VECTORS[vector], VECTOR_LIMITS)
-        assert message in result.stderr, (vector, result)
+        said = f"{result.stderr}\n{result.error}"
+        assert any(m in said for m in ((messages,) if isinstance(messages, str) else messages)), (
+            vector,
+            result,
+        )
 
 
 def test_descriptor_limit() -> None:
@@ -1171,3 +1183,19 @@ def test_the_root_skeleton_is_remade_when_it_vanishes() -> None:
     result = run("import os\nprint(os.stat('/').st_mtime)\n")
     assert result.ok, result
     assert float(result.stdout) == sandbox.DEFAULT_NOW.timestamp()
+
+
+def test_tmp_is_bounded_in_inodes_without_a_memory_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bwrap's tmpfs has no nr_inodes: without the cgroup, 600,000 directories held 630 MiB in one call."""
+    state = sandbox._availability()
+    assert state.layout is not None and state.layout.tmp_wrapper, state.reason
+    assert state.reason.endswith(f"without a memory cgroup /tmp is limited to {sandbox._TMP_INODES} inodes")
+    monkeypatch.setattr(sandbox, "_cache", dataclasses.replace(state, cgroup=None))
+    seen = run_json(
+        """
+        import json, os
+        vfs = os.statvfs("/tmp")
+        print(json.dumps({"inodes": vfs.f_files, "bytes": vfs.f_blocks * vfs.f_frsize}))
+        """
+    )
+    assert seen == {"inodes": sandbox._TMP_INODES, "bytes": sandbox._TMP_SIZE_BYTES}
