@@ -207,7 +207,9 @@ def evaluation_event_ids(run_metadata: dict[str, Any], config: ExportConfig) -> 
         return explicit | set(synthetic_split(int(spec.get("seed", 0))).held_out)
     events_path = spec.get("events")
     if events_path:
-        eval_file = Path(events_path).parent / "eval.jsonl"
+        from forecast_dojo.events.split import SPLIT_FILES
+
+        eval_file = Path(events_path).parent / SPLIT_FILES["eval"]
         if eval_file.is_file():
             return explicit | _event_ids_from(str(eval_file))
     if explicit:
