@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 from forecast_dojo.agents.base import ConversationAgent, tool_call
 from forecast_dojo.notebook import notebook_value
 from forecast_dojo.spaces import Observation
-from forecast_dojo.tools import parse_search_results
+from forecast_dojo.tools import SUBMIT_FORECAST, parse_search_results
 
 # Sourcing cues and the likelihood ratio a reader gives a sentence that uses them.
 CUE_WEIGHTS: tuple[tuple[re.Pattern[str], float, str], ...] = tuple(
@@ -77,7 +77,7 @@ class UniformAgent(ConversationAgent):
     def respond(self, observation: Observation) -> dict[str, Any]:
         """Submit ``1/K`` for each of the K outcomes."""
         k = len(observation["outcomes"])
-        return tool_call("submit_forecast", probabilities=[1.0 / k] * k)
+        return tool_call(SUBMIT_FORECAST, probabilities=[1.0 / k] * k)
 
 
 def _key_terms(question: str) -> set[str]:
@@ -230,4 +230,4 @@ class EvidenceAgent(ConversationAgent):
                 ],
             )
         arguments["rationale"] = f"{len(ledger)} evidence sentences weighed"
-        return tool_call("submit_forecast", **arguments)
+        return tool_call(SUBMIT_FORECAST, **arguments)
