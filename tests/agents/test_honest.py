@@ -126,8 +126,15 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         assert "rationale" not in arguments  # the turn's text says it once
         assert len(text) < 400 and text.splitlines()[-1].startswith("Update: prior ")
         forecast = "/".join(f"{p:.2f}" for p in arguments["probabilities"].values())
-        assert sorted(text.splitlines()[-1].split(" -> ")[1].rstrip(".").split("/")) == sorted(forecast.split("/"))
-        hits = {h["id"] for m in record.messages if m["role"] == "tool" for h in parse_search_results(m["content"]) or []}
+        assert sorted(text.splitlines()[-1].split(" -> ")[1].rstrip(".").split("/")) == sorted(
+            forecast.split("/")
+        )
+        hits = {
+            h["id"]
+            for m in record.messages
+            if m["role"] == "tool"
+            for h in parse_search_results(m["content"]) or []
+        }
         if text.startswith("Evidence: "):  # each report named: document, cue, favoured outcome, its weight
             for part in text.splitlines()[0].removeprefix("Evidence: ").rstrip(".").split("; "):
                 if "more weighed" in part:
@@ -147,7 +154,9 @@ def arguments_evidence(action):
 
 
 @pytest.mark.slow
-def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(synthetic_cache, tmp_path, monkeypatch):
+def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
+    synthetic_cache, tmp_path, monkeypatch
+):
     """The compact teacher on the training events, both memory modes, exported at 1,024 SmolLM2 tokens."""
     from forecast_dojo.agents.llm import smollm2_path
     from forecast_dojo.cli import main
@@ -160,7 +169,17 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(synth
         pytest.skip(str(err))
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
     out = tmp_path / "teacher"
-    argv = ["run", "--embedder", "hashing", "--no-python", "--agents", "honest", "--modes", "none", "notebook"]
+    argv = [
+        "run",
+        "--embedder",
+        "hashing",
+        "--no-python",
+        "--agents",
+        "honest",
+        "--modes",
+        "none",
+        "notebook",
+    ]
     assert main([*argv, "--split", "train", "--prompt", "compact", "--out", str(out)]) == 0
     logs = [out / "honest-none", out / "honest-notebook"]
     rows, report = build_sft_rows(logs, ExportConfig(max_tokens=1024))
@@ -172,7 +191,9 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(synth
     count = token_counter(load_tokenizer("smollm2"))
     assert max(count(r["messages"]) for r in rows) <= 1024
     logged = {
-        (r["event_id"], r["step"], r["memory"]): r for log in logs for r in map(json.loads, (log / "steps.jsonl").open())
+        (r["event_id"], r["step"], r["memory"]): r
+        for log in logs
+        for r in map(json.loads, (log / "steps.jsonl").open())
     }
     for row in rows:
         source = logged[(row["event_id"], row["step"], row["memory"])]
