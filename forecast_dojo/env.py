@@ -39,6 +39,7 @@ from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
+from forecast_dojo.events.split import SPLITS
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
@@ -56,12 +57,15 @@ from forecast_dojo.spaces import (
     UnicodeText,
 )
 from forecast_dojo.timeutil import iso
-from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
+from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
 from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
+NO_NOTEBOOK_NOTE = (
+    "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
+)
 
 PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
@@ -95,6 +99,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
         show_episode_length: bool = False,
+        split: str = "all",
         prompt: str = "default",
     ) -> None:
         if not events:
@@ -104,12 +109,15 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         if reward not in SCORING_RULES:
             raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
-        if unknown_tools or "submit_forecast" not in tools:
+        if unknown_tools or SUBMIT_FORECAST not in tools:
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.prompt = check_profile(prompt)
         self.events = list(events)
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
+        self.split = split  # which part of its source's events ``events`` is (train, eval or all)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
             raise ConfigError("duplicate event ids")
@@ -202,18 +210,25 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
                 ``self.np_random`` (deterministic per seed).
             seed: Seeds ``self.np_random``.
             options: ``event_id``; ``step`` (start at step k, to replay one forecast step);
-                ``notebook`` (the notebook to start from, memory-on mode); ``rollout`` (the attempt
-                index written into the step records, default 0).
+                ``notebook`` (the notebook to start from, memory-on mode); ``notebook_missing``
+                (memory-on, no ``notebook``: the previous step submitted none, and the prompt says so
+                as it does inside an episode; resuming a cut episode); ``rollout`` (the attempt index
+                written into the step records, default 0).
 
         Returns:
             The observation (the step's ``[system, user]`` prompt and its structured fields) and the info.
+
+        Raises:
+            UnknownEventError: An event id the env does not hold (the message names the env's split).
+            ValueError: Unknown or invalid options.
         """
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
+        unknown = set(options) - {"event_id", "step", "notebook", "notebook_missing", "rollout"}
         if unknown:
             raise ResetError(
-                f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
+                f"unknown reset options {sorted(unknown)}; "
+                "allowed: event_id, step, notebook, notebook_missing, rollout"
             )
         rollout = options.get("rollout", 0)
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
@@ -223,6 +238,11 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             event = self.events[int(self.np_random.integers(len(self.events)))]
         elif event_id in self._by_id:
             event = self._by_id[event_id]
+        elif self.split != "all":
+            raise UnknownEventError(
+                f"unknown event id {event_id!r} in this environment's {self.split} split "
+                f"({len(self.events)} events); make the env with split='all' (or the split that holds it)"
+            )
         else:
             raise UnknownEventError(
                 f"unknown event id {event_id!r} ({len(self.events)} events in this environment)"
@@ -242,10 +262,15 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
                 )
             except NotebookError as err:
                 raise ResetError(f"options['notebook'] is not a valid notebook: {err}") from err
+        missing = options.get("notebook_missing", False)
+        if not isinstance(missing, bool) or (missing and (self.memory != "notebook" or notebook is not None)):
+            raise ResetError(
+                "options['notebook_missing'] is a bool, True only with memory='notebook' and no notebook"
+            )
         self._event = event
         self._rollout = rollout
         self._done = False
-        self._begin_step(start, notebook, None)
+        self._begin_step(start, notebook, NO_NOTEBOOK_NOTE if missing and start > 0 else None)
         return self._observation(self._messages), self._info(step_ended=False)
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -375,12 +400,12 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             result = ToolResult(
                 "", error=f"unknown tool {call.name!r}; available: {', '.join(self.enabled_tools)}"
             )
-        elif call.name != "submit_forecast" and (
+        elif call.name != SUBMIT_FORECAST and (
             self._forced or self._tool_calls >= self.budgets.max_tool_calls
         ):
             result = ToolResult("", error="tool budget spent for this step: call submit_forecast now")
         else:
-            if call.name != "submit_forecast":
+            if call.name != SUBMIT_FORECAST:
                 self._tool_calls += 1
             assert call.arguments is not None
             result = self._tools.call(call.name, call.arguments)
@@ -434,9 +459,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             obs = self._observation(new)
             obs["step"] = finished_step
             return obs, reward, True, False, info
-        note = None
-        if self.memory == "notebook" and notebook_out is None:
-            note = "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
+        note = NO_NOTEBOOK_NOTE if self.memory == "notebook" and notebook_out is None else None
         self._begin_step(self._step + 1, notebook_out, note)
         info = self._info(step_ended=True, finished_step=finished_step, **step_info)
         info["record"] = record

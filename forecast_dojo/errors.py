@@ -104,7 +104,7 @@ class UntrustedInputError(ForecastDojoError, ValueError):
 
 
 class SplitError(ForecastDojoError, ValueError):
-    """Windows that are malformed or overlap."""
+    """Windows that are malformed or overlap, an unknown split name, or a split that the events lack."""
 
 
 class OracleError(ForecastDojoError, ValueError):

@@ -1,6 +1,7 @@
 """One way to build an environment (like ``gymnasium.envs.registration``): spec files, registration, ``make``.
 
-A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
+A spec is a TOML file (the repository's top-level ``envs/*.toml``, installed in the wheel as
+``forecast_dojo/envs/``)::
 
     name = "Synthetic-v0"            # registered as gymnasium id "forecast_dojo/Synthetic-v0"
     [data]                           # either a synthetic world ...
@@ -11,6 +12,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
+    # split = "train"                # train | eval | all; default: train (forecast-dojo run: eval)
     [env]
     retriever = "dense"              # dense | bm25 | hybrid
     memory = "none"                  # none | notebook
@@ -30,7 +32,10 @@ checks run again on ``make``'s overrides. A spec in ``$FORECAST_DOJO_ENVS`` that
 skipped at import with a warning naming the file.
 
 ``make(spec_or_name, **overrides)`` builds the env: a :class:`DojoSpec`, a path to a spec file, a
-spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). Importing
+spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). The env holds
+one split of the events (``split``: a ``make``/``gym.make`` keyword, else the spec's ``split``, else
+``train``; :mod:`forecast_dojo.events.split` defines it), so ``reset(seed=...)`` never draws a
+held-out event; events that carry no split (a plain events file) are used whole. Importing
 ``forecast_dojo`` registers every shipped spec and every ``*.toml`` in the folders listed in
 ``FORECAST_DOJO_ENVS`` (``os.pathsep``-separated) as ``forecast_dojo/<name>``, with :func:`make` as
 the entry point, so ``gymnasium.make(id, **overrides)`` and ``make(id, **overrides)`` are the same.
@@ -53,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from forecast_dojo.budgets import Budgets
 from forecast_dojo.errors import ConfigError, SpecError
+from forecast_dojo.events.split import SPLITS
 from forecast_dojo.prompts import PROMPT_PROFILES
 from forecast_dojo.tools import TOOL_NAMES
 
@@ -201,14 +207,7 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     SpecKey("data", "events", "path", "events", doc="events file (.jsonl or .parquet)"),
     SpecKey("data", "corpus", "path", "corpus", doc="corpus directory"),
     SpecKey("data", "event_ids", "str-list", "event_ids", doc="a subset of the events"),
-    SpecKey(
-        "data",
-        "split",
-        "str",
-        "split",
-        ("train", "eval", "all"),
-        doc="which part of the events the env holds",
-    ),
+    SpecKey("data", "split", "str", "split", SPLITS, doc="which part of the events the env holds"),
     SpecKey("env", "retriever", "str", "retriever", _retriever_kinds, doc="dense | bm25 | hybrid"),
     SpecKey("env", "memory", "str", "memory", _memory_modes, doc="none | notebook"),
     SpecKey("env", "reward", "str", "reward", _scoring_rules, doc="brier | log | spherical"),
@@ -248,6 +247,7 @@ class DojoSpec:
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
+        split: ``train``, ``eval`` or ``all``: the part of the events the env holds (None: ``make``'s default).
         retriever: ``dense``, ``bm25`` or ``hybrid``.
         retriever_options: Keyword options for ``make_retriever``.
         memory: ``none`` or ``notebook``.
@@ -267,6 +267,7 @@ class DojoSpec:
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
+    split: str | None = None
     retriever: str = "dense"
     retriever_options: dict[str, Any] = field(default_factory=dict)
     memory: str = "none"
@@ -420,10 +421,22 @@ def _known(section: str) -> list[str]:
     return keys + list(SECTIONS) if section == "" else keys
 
 
+def builtin_specs_folder() -> Path:
+    """Where the shipped specs are.
+
+    ``forecast_dojo/envs/`` in a wheel; ``envs/`` beside the package (the repository's top-level
+    ``envs/``) in a source checkout or an editable install.
+    """
+    packaged = resources.files("forecast_dojo") / "envs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "envs"
+
+
 def builtin_spec_paths() -> list[Path]:
-    """The spec files shipped inside the package (``forecast_dojo/envs/*.toml``)."""
-    folder = resources.files("forecast_dojo") / "envs"
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+    """The shipped spec files (:func:`builtin_specs_folder`), sorted."""
+    folder = builtin_specs_folder()
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
 
 
 def _spec_paths() -> list[Path]:
@@ -500,6 +513,9 @@ def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
         return paths.events_path, paths.corpus_dir
     assert spec.events is not None and spec.corpus is not None
     where = str(spec.source or spec.name)
+    # make(events=..., corpus=...) may pass plain strings.
+    spec = dataclasses.replace(spec, events=Path(spec.events), corpus=Path(spec.corpus))
+    assert spec.events is not None and spec.corpus is not None
     if not spec.corpus.is_dir():
         raise SpecError(
             f"{where}: corpus {spec.corpus} is not built; build it with "
@@ -513,52 +529,73 @@ def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
     return spec.events, spec.corpus
 
 
-def spec_event_ids(spec: DojoSpec | str | os.PathLike[str]) -> list[str]:
+def spec_event_ids(spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train") -> list[str]:
     """The ids of the events a spec's env holds, read from its events file alone (no corpus, no embedder).
 
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name or a gymnasium id.
+        default_split: The split when the spec names none (as :func:`make`'s).
 
     Returns:
-        The event ids in file order (the spec's ``event_ids`` subset when it has one).
+        The event ids of the spec's split in file order (the spec's ``event_ids`` subset when it has one).
 
     Raises:
-        SpecError: The events or corpus are not built, or ``event_ids`` names events the file lacks.
+        SpecError: The events or corpus are not built, or ``event_ids`` names events the split lacks.
+        SplitError: ``train``/``eval`` of events that carry no split.
     """
-    from forecast_dojo.schema import load_events
-
     resolved = resolve_spec(spec)
     resolved.validate()
     events_path, _ = _data_paths(resolved)
-    return [e.id for e in _subset(resolved, load_events(events_path), events_path)]
+    return [e.id for e in _split_events(resolved, events_path, default_split)[0]]
 
 
-def _subset(spec: DojoSpec, events: list[Any], events_path: Path) -> list[Any]:
+def _split_events(spec: DojoSpec, events_path: Path, default_split: str) -> tuple[list[Any], str]:
+    """The events of the spec's split (then its ``event_ids`` subset), and the split's name."""
+    from forecast_dojo.events.split import select_split
+    from forecast_dojo.schema import load_events
+
+    events, split = select_split(
+        load_events(events_path),
+        spec.split,
+        synthetic=spec.world == "synthetic",
+        events_path=events_path,
+        default=default_split,
+    )
     if spec.event_ids is None:
-        return events
+        return events, split
     wanted = set(spec.event_ids)
     missing = wanted - {e.id for e in events}
     if missing:
-        raise SpecError(f"{spec.name}: event ids not in {events_path}: {sorted(missing)[:5]}")
-    return [e for e in events if e.id in wanted]
+        raise SpecError(
+            f"{spec.name}: event ids not in the {split} split of {events_path}: {sorted(missing)[:5]}"
+        )
+    return [e for e in events if e.id in wanted], split
 
 
-def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastDojoEnv:
+def make(
+    spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train", **overrides: Any
+) -> ForecastDojoEnv:
     """Build the env a spec describes.
 
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
-        **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields ``max_tool_calls``,
-            ``max_turns`` and ``max_python_seconds``, or env constructor arguments (``log_dir``, ``python_runner``,
-            ``render_mode``, ``run_metadata``).
+        default_split: The split when neither ``split`` nor the spec names one (``forecast-dojo run``
+            passes ``eval``).
+        **overrides: Spec fields (``split``, ``memory``, ``reward``, ``retriever``, ``seed``,
+            ``embedder``, ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields
+            ``max_tool_calls``, ``max_turns`` and ``max_python_seconds``, or env constructor arguments
+            (``log_dir``, ``python_runner``, ``render_mode``, ``run_metadata``).
 
     Returns:
-        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers).
+        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers) over the events of
+        its split (:func:`forecast_dojo.events.split.select_split`).
+
+    Raises:
+        SpecError: A bad override, data that is not built, event ids the spec names that its split lacks.
+        SplitError: ``train``/``eval`` of events that carry no split.
     """
     from forecast_dojo.corpus.retrieval import make_retriever
     from forecast_dojo.env import ForecastDojoEnv
-    from forecast_dojo.schema import load_events
 
     resolved = resolve_spec(spec)
     spec_fields = {f.name for f in dataclasses.fields(DojoSpec)}
@@ -573,7 +610,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         )
     resolved.validate()
     events_path, corpus_path = _data_paths(resolved)
-    events = _subset(resolved, load_events(events_path), events_path)
+    events, split = _split_events(resolved, events_path, default_split)
     corpus = _corpus(corpus_path)
     embedder = _embedder(resolved.embedder or corpus.embedder_name)
     retriever = make_retriever(resolved.retriever, corpus, embedder, **resolved.retriever_options)
@@ -586,6 +623,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,
+            "split": split,
         },
         **overrides.pop("run_metadata", {}),
     }
@@ -598,6 +636,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         budgets=resolved.budgets,
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
+        split=split,
         prompt=resolved.prompt,
         run_metadata=metadata,
         **overrides,

@@ -112,13 +112,17 @@ def test_training_world_from_spec_key_make_and_gym_make(tmp_path, monkeypatch):
     assert DojoSpec.from_toml(path).train_events == 3
     from_spec = forecast_dojo.make(path, python_runner=None)
     ids = [e.id for e in from_spec.events]
-    assert ids[-3:] == ["syn-t00000", "syn-t00001", "syn-t00002"] and len(ids) == 43
+    assert ids[-3:] == ["syn-t00000", "syn-t00001", "syn-t00002"] and len(ids) == 23  # the train split
     assert from_spec.run_metadata["env_spec"]["train_events"] == 3
     from_kwarg = gym.make(
         "forecast_dojo/Synthetic-v0", embedder="hashing", train_events=3, python_runner=None
     )
     assert [e.id for e in from_kwarg.unwrapped.events] == ids
-    assert set(synthetic_split(0).held_out) <= set(ids)
+    assert not set(synthetic_split(0).held_out) & set(ids)
+    everything = forecast_dojo.make(path, python_runner=None, split="all")
+    assert len(everything.events) == 43 and set(synthetic_split(0).held_out) <= {
+        e.id for e in everything.events
+    }
     from_kwarg.close()
 
 
@@ -136,7 +140,7 @@ def test_default_synthetic_env_uses_minilm_and_finds_evidence():
     """The registered default (MiniLM world, built once into the cache): a question finds its own evidence."""
     import json
 
-    env = gym.make("forecast_dojo/Synthetic-v0", python_runner=None)
+    env = gym.make("forecast_dojo/Synthetic-v0", python_runner=None, split="all")
     assert env.unwrapped.corpus.embedder_name.startswith("all-MiniLM-L6-v2")
     event = env.unwrapped.events[7]
     obs, _ = env.reset(seed=0, options={"event_id": "syn-0007"})
@@ -194,14 +198,18 @@ def test_make_accepts_names_ids_paths_and_specs(synthetic_cache, monkeypatch):
         make("Nope-v0")
 
 
-def test_every_shipped_spec_is_registered_from_package_data():
+def test_every_shipped_spec_is_registered_from_the_top_level_envs_folder():
     from pathlib import Path
 
-    for path in builtin_spec_paths():
+    from tests.conftest import REPO_ROOT
+
+    paths = builtin_spec_paths()
+    assert paths == sorted((REPO_ROOT / "envs").glob("*.toml")) and len(paths) >= 3  # the card's envs/
+    assert not (Path(forecast_dojo.__file__).parent / "envs").exists()  # only a wheel has forecast_dojo/envs/
+    for path in paths:
         spec = DojoSpec.from_toml(path)
         assert spec.env_id in gym.registry
         assert gym.spec(spec.env_id).entry_point == "forecast_dojo.registration:make"
-        assert Path(forecast_dojo.__file__).parent in path.parents  # inside the package, not the repo
 
 
 def test_register_a_spec_and_an_env_folder(tmp_path, tiny_corpus_dir, monkeypatch):
@@ -261,6 +269,44 @@ def test_version_comes_from_package_metadata():
     from importlib.metadata import version
 
     assert forecast_dojo.__version__ == version("forecast-dojo")
+
+
+def test_an_events_build_folder_is_split_by_its_files(tmp_path, tiny_corpus_dir):
+    from forecast_dojo.errors import UnknownEventError
+    from forecast_dojo.events.split import SplitError
+    from forecast_dojo.schema import save_events
+
+    events = tiny_events()
+    build = tmp_path / "build"
+    build.mkdir()
+    save_events(events[:1], build / "train.jsonl")
+    save_events(events[1:], build / "eval.jsonl")
+    save_events(events, build / "all.jsonl")
+    spec = DojoSpec(name="Build-v0", events=build / "all.jsonl", corpus=tiny_corpus_dir)
+    train = make(spec, python_runner=None)
+    assert train.split == "train" and [e.id for e in train.events] == [events[0].id]
+    with pytest.raises(UnknownEventError, match="train split"):
+        train.reset(events[1].id)
+    assert [e.id for e in make(spec, python_runner=None, split="eval").events] == [e.id for e in events[1:]]
+    assert len(make(spec, python_runner=None, split="all").events) == len(events)
+    assert make(spec, python_runner=None, default_split="eval").split == "eval"  # forecast-dojo run's default
+    spec_eval = dataclasses.replace(spec, split="eval")  # the spec's own split beats make's default
+    assert make(spec_eval, python_runner=None).split == "eval"
+    with pytest.raises(SplitError, match="no event of the train split"):
+        make(dataclasses.replace(spec, events=build / "eval.jsonl"), python_runner=None)
+    # a plain events file carries no split: used whole by default, an explicit train/eval part is an error
+    save_events(events, tmp_path / "events.jsonl")
+    plain = dataclasses.replace(spec, events=tmp_path / "events.jsonl")
+    assert make(plain, python_runner=None).split == "all"
+    with pytest.raises(SplitError, match="no train/eval split"):
+        make(plain, python_runner=None, split="eval")
+
+
+def test_a_spec_names_its_split(tmp_path):
+    path = write(tmp_path, 'name = "x"\n[data]\nworld = "synthetic"\nsplit = "eval"\n')
+    assert DojoSpec.from_toml(path).split == "eval"
+    with pytest.raises(SpecError, match=r"\[data\] split: unknown split 'test'"):
+        DojoSpec.from_toml(write(tmp_path, 'name = "x"\n[data]\nworld = "synthetic"\nsplit = "test"\n'))
 
 
 SYNTHETIC = 'name = "x"\n[data]\nworld = "synthetic"\n'

@@ -706,7 +706,9 @@ class Corpus:
 
         Always checked: manifest, format, seal (``content_hash``), every file's presence and size,
         counts, shapes, the date range. With ``verify`` (default) also the sha256 of every file under
-        32 MiB and 16 random rows against their digests. :meth:`verify` checks every byte.
+        32 MiB, the four arrays against their sealed digests (seal 2), and 16 random rows against
+        their digests and the arrays. :meth:`verify` checks every byte. A seal-1 manifest (no
+        ``seal_version``) opens with a warning.
         """
         path = Path(path)
         manifest_path = path / "manifest.json"

@@ -12,11 +12,10 @@ from typing import Any
 
 from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
 from forecast_dojo.errors import InputNotFoundError, StudyError, UsageError
+from forecast_dojo.events.split import SPLITS
 
-SPLITS = ("all", "train", "eval")
 # agent names the command knows besides the scripted ones of ``forecast_dojo.agents.AGENTS``
 EXTRA_AGENTS = ("honest", "openai", "hf:<path>")
-SINGLE_STEP_MODES = ("none", "notebook", "no-tools")
 # OpenAIConfig's fields are the server flags (types, defaults and help from the dataclass); --concurrency
 # is the run's own flag, and two flags keep their documented short names.
 SERVER_FIELDS = (
@@ -68,6 +67,8 @@ def _count(minimum: int) -> Any:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run``, ``report`` and ``world`` subcommands."""
+    from forecast_dojo.evaluation.study import STUDY_MODES
+
     run = subparsers.add_parser(
         "run",
         help="evaluate agents on an environment (default: the embedded synthetic world)",
@@ -95,15 +96,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="modes",
         nargs="+",
         default=["none", "notebook"],
-        help="none, notebook, no-tools, notebook-empty, notebook-stale, notebook-shuffled, notebook-oracle",
+        help="; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values()),
     )
     run.add_argument("--rollouts", type=_count(1), default=1, help="episodes per (agent, mode, event)")
     run.add_argument(
         "--split",
         choices=SPLITS,
-        default="eval",
-        help="which events: the synthetic world's held-out half (eval, default), its train half, or all; "
-        "a spec's events file is used as it is",
+        default=None,
+        help="which events the env holds: the held-out ones (eval, default, unless the spec names a split), "
+        "the training ones, or all (the synthetic world's id split, an events build's temporal split; "
+        "an events file without a split is used whole)",
     )
     run.add_argument("--event-ids", nargs="+", help="only these events")
     run.add_argument("--sample", type=_count(1), help="a seeded random sample of N events")
@@ -191,23 +193,17 @@ def world_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def synthetic_split(event_ids: list[str], split: str) -> list[str]:
-    """The synthetic world's split (``forecast_dojo.synthetic.split``): even positions train, odd ones evaluate."""
-    from forecast_dojo.synthetic.split import split_event_ids
-
-    return split_event_ids(event_ids).select(split)
-
-
-def _select_ids(args: argparse.Namespace, all_ids: list[str], synthetic: bool) -> list[str]:
-    """The ids ``--split``, ``--event-ids``, ``--sample`` and ``--max-events`` select, in order."""
+def _select_ids(args: argparse.Namespace, all_ids: list[str], split: str) -> list[str]:
+    """The ids ``--event-ids``, ``--sample`` and ``--max-events`` select among the split's, in order."""
     known = set(all_ids)
-    ids = synthetic_split(list(all_ids), args.split) if synthetic else sorted(known)
+    ids = sorted(known)
     if args.event_ids:
         missing = [i for i in args.event_ids if i not in known]
         if missing:
             shown = ", ".join(sorted(known)[:5])
             raise UsageError(
-                f"--event-ids: unknown event id(s) {missing}; the environment has {len(known)} events ({shown}, ...)"
+                f"--event-ids: unknown event id(s) {missing} in the {split} split, which has {len(known)} "
+                f"events ({shown}, ...); --split train|eval|all chooses the split"
             )
         ids = list(args.event_ids)
     if args.sample is not None:
@@ -219,9 +215,9 @@ def _select_ids(args: argparse.Namespace, all_ids: list[str], synthetic: bool) -
     return ids
 
 
-def _select(args: argparse.Namespace, events: list[Any], synthetic: bool) -> list[Any]:
+def _select(args: argparse.Namespace, events: list[Any], split: str) -> list[Any]:
     by_id = {e.id: e for e in events}
-    return [by_id[i] for i in _select_ids(args, list(by_id), synthetic)]
+    return [by_id[i] for i in _select_ids(args, list(by_id), split)]
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -233,7 +229,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         InputNotFoundError: A ``--notebook`` or ``--train-events`` file that does not exist.
     """
     from forecast_dojo.agents import AGENTS
-    from forecast_dojo.evaluation.study import MODES
+    from forecast_dojo.evaluation.study import EPISODE_MODES, MODES
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:
@@ -251,9 +247,9 @@ def check_arguments(args: argparse.Namespace) -> None:
                 f"--agents: unknown agent {name!r}; known: {sorted(AGENTS) + list(EXTRA_AGENTS)}"
             )
     if args.step is not None:
-        wrong = [m for m in args.modes if m not in SINGLE_STEP_MODES]
+        wrong = [m for m in args.modes if m not in EPISODE_MODES]
         if wrong:
-            raise UsageError(f"--step works with the modes {', '.join(SINGLE_STEP_MODES)}, not {wrong}")
+            raise UsageError(f"--step works with the modes {', '.join(EPISODE_MODES)}, not {wrong}")
     elif args.notebook is not None:
         raise UsageError("--notebook gives the notebook a single --step starts from; add --step")
     for flag, path in (("--notebook", args.notebook), ("--train-events", args.train_events)):
@@ -300,7 +296,9 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
         elif name == "honest":
             from forecast_dojo.agents.honest import HonestEvidenceAgent
 
-            factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(model)
+            factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(
+                model, compact=getattr(env, "prompt", "default") == "compact"
+            )
         elif name in AGENTS:
             factories[name] = lambda env, name=name: AGENTS[name]()
         else:
@@ -312,10 +310,10 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
 
 def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
-    from forecast_dojo.budgets import Budgets
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
-    from forecast_dojo.evaluation.study import run_study, write_references
+    from forecast_dojo.evaluation.study import run_study, study_mode, write_references
+    from forecast_dojo.events.split import build_split_file
     from forecast_dojo.registration import make as make_env
     from forecast_dojo.registration import resolve_spec, spec_event_ids
 
@@ -332,41 +330,36 @@ def run_command(args: argparse.Namespace) -> int:
     if args.prompt is not None:
         overrides["prompt"] = args.prompt
 
+    if args.split is not None:
+        overrides["split"] = args.split
+
     def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
-        options = dict(overrides) | extra
-        if mode == "no-tools":
-            options |= {"tools": ("submit_forecast",), "budgets": Budgets(max_tool_calls=0, max_turns=1)}
-            options.pop("max_turns", None)
-            options.pop("max_tool_calls", None)
-        return make_env(
-            spec,
-            memory="notebook" if mode.startswith("notebook") else "none",
-            run_metadata=metadata,
-            **options,
-        )
+        options = study_mode(mode).env_options(overrides | extra)
+        return make_env(spec, default_split="eval", run_metadata=metadata, **options)
 
     # the selection is checked on the events file alone, before the corpus and the embedder load
-    preview = {k: overrides[k] for k in ("seed", "embedder") if k in overrides}
-    _select_ids(args, spec_event_ids(dataclasses.replace(spec, **preview)), synthetic)
+    preview = {k: overrides[k] for k in ("seed", "embedder", "split") if k in overrides}
+    _select_ids(
+        args,
+        spec_event_ids(dataclasses.replace(spec, **preview), default_split="eval"),
+        args.split or spec.split or "eval",
+    )
     probe = env_for("none", {})
-    all_events = list(probe.events)
-    events = _select(args, all_events, synthetic)
+    events = _select(args, list(probe.events), probe.split)
     # training events: base rate and the honest agent's cue weights
     train_env = None
+    train_options = overrides | {"memory": "none", "split": "train"}
     if args.train_events:
-        train_env = make_env(spec, memory="none", events=args.train_events, **overrides)
+        train_env = make_env(spec, **(train_options | {"events": args.train_events, "split": "all"}))
     elif synthetic:
-        train_env = probe
-    elif spec.events is not None and (spec.events.parent / "train.jsonl").exists():
-        train_env = make_env(spec, memory="none", events=spec.events.parent / "train.jsonl", **overrides)
-    if synthetic and not args.train_events:
-        train_ids = synthetic_split([e.id for e in all_events], "train")
-        overlap = sorted({e.id for e in events} & set(train_ids))
-        if overlap and ("honest" in args.agents):
-            print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
-    else:
-        train_ids = [e.id for e in train_env.events] if train_env is not None else []
-    train_events = [e for e in (train_env.events if train_env is not None else []) if e.id in set(train_ids)]
+        train_env = make_env(spec, **train_options)
+    elif spec.events is not None and (train_file := build_split_file(spec.events, "train")) is not None:
+        train_env = make_env(spec, **(train_options | {"events": train_file}))
+    train_events = list(train_env.events) if train_env is not None else []
+    train_ids = [e.id for e in train_events]
+    overlap = {e.id for e in events} & set(train_ids)
+    if overlap and "honest" in args.agents:
+        print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
     honest_model = None
     if "honest" in args.agents:
         from forecast_dojo.agents.honest import CueModel, fit_cue_model

@@ -37,6 +37,7 @@ from forecast_dojo.errors import DataError
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
 from forecast_dojo.scoring import brier_loss as brier_loss
 from forecast_dojo.scoring import log_loss as log_loss
+from forecast_dojo.tools import SUBMIT_FORECAST
 
 N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
@@ -252,7 +253,7 @@ def tokens_of(row: Row) -> int:
 
 def tool_calls_of(row: Row) -> int:
     """Research tool calls of a row (every kind but the submission)."""
-    return sum(n for kind, n in (row.get("tool_calls_by_kind") or {}).items() if kind != "submit_forecast")
+    return sum(n for kind, n in (row.get("tool_calls_by_kind") or {}).items() if kind != SUBMIT_FORECAST)
 
 
 def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """The one train / held-out split of the synthetic world's events.
 
 Sorted by id, events at even positions train (SFT data, GRPO prompts, the honest agent's cue weights,
-the base rate) and events at odd positions are held out for evaluation (``forecast-dojo run`` evaluates
-them by default; ``forecast-dojo export sft`` refuses them). The rule depends only on the ids, never on
-outcomes or evidence, so it cannot be tuned to make a model look good. The extra training-only events
-of ``generate_world(train_events=N)`` (ids ``syn-t...``) all train and leave the split of the others as it is.
+the base rate; ``gym.make`` ids hold them by default) and events at odd positions are held out for
+evaluation (``forecast-dojo run`` evaluates them by default; ``forecast-dojo export sft`` refuses them).
+The rule depends only on the ids, never on outcomes or evidence, so it cannot be tuned to make a
+model look good. The extra training-only events of ``generate_world(train_events=N)`` (ids
+``syn-t...``) all train and leave the split of the others as it is. The split's names, and the rule
+for real events, live in :mod:`forecast_dojo.events.split`.
 """
 
 from __future__ import annotations

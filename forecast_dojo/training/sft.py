@@ -12,16 +12,14 @@ which keeps the start and cuts the end (the answer), never fires.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, save_checkpoint
+from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer
 from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.training.arguments import JsonObject
+from forecast_dojo.training.checkpoint import train_and_save
 from forecast_dojo.trajectory import STEPS_FILE
 
 
@@ -172,17 +170,4 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
         processing_class=tokenizer,
         peft_config=peft_config(args),
     )
-    started = time.perf_counter()
-    result = trainer.train()
-    wall = time.perf_counter() - started
-    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
-    summary = {
-        "arguments": dataclasses.asdict(args),
-        "rows": len(dataset),
-        "global_step": result.global_step,
-        "training_loss": result.training_loss,
-        "wall_seconds": round(wall, 1),
-        "log_history": trainer.state.log_history,
-    }
-    (out / "sft_run.json").write_text(json.dumps(summary, indent=2, default=str))
-    return out
+    return train_and_save(trainer, tokenizer, args, "sft_run.json", rows=len(dataset))

@@ -144,7 +144,9 @@ def test_oracle_table_rows(tmp_path) -> None:
         assert row["brier"] == pytest.approx(
             sum((p - t) ** 2 for p, t in zip(row["probabilities"], truth, strict=True))
         )
-        assert row["log_loss"] == pytest.approx(-math.log(max(row["probabilities"][event.outcome_index], 1e-3)))
+        assert row["log_loss"] == pytest.approx(
+            -math.log(max(row["probabilities"][event.outcome_index], 1e-3))
+        )
         assert row["n_evidence"] == sum(ev.available_at < cutoff for ev in world.evidence[event.id])
     loaded = load_oracle(save_oracle(rows, tmp_path / "oracle.jsonl"))
     assert loaded == {
