@@ -95,7 +95,12 @@ def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
             raise InputNotFoundError(f"{path}: neither an export (train.parquet) nor a trajectory log")
     if logs:
         parts.append(export_sft(logs, None, ExportConfig(max_tokens=max_length), tokenizer=tokenizer))
-    return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+    dataset = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+    if "prompt" in dataset.column_names and len(dataset) and isinstance(dataset[0]["prompt"], str):
+        # the export's prompt-profile name ("compact"): TRL would take a "prompt" column for a prompt
+        # of a prompt-completion dataset and refuse assistant_only_loss
+        dataset = dataset.remove_columns("prompt")
+    return dataset
 
 
 # Training cost on this machine's CPU (2 cores, quiet), seconds per token per parameter: SmolLM2-135M
