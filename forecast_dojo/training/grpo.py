@@ -238,13 +238,23 @@ def environment_factory(
     return factory
 
 
-def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
-    """The notebook each logged step started from, per (event, step) (the first log wins)."""
+def notebooks_from_logs(logs: Iterable[str | Path], prompt: str | None = None) -> dict[tuple[str, int], str]:
+    """The notebook each logged step started from, per (event, step) (the first log wins).
+
+    Args:
+        logs: run directories or folders of them.
+        prompt: the env's prompt profile: a log of another profile is refused (never a mix).
+    """
     from forecast_dojo.trajectory import find_run_dirs, load_records
 
     notebooks: dict[tuple[str, int], str] = {}
     for run_dir in find_run_dirs(logs):
         for record in load_records(run_dir):
+            if prompt is not None and record.prompt != prompt:
+                raise ConfigError(
+                    f"{run_dir}: logged with the {record.prompt!r} prompt profile, the env uses {prompt!r}: "
+                    "seed GRPO prompts from logs of the same profile"
+                )
             if record.memory == "notebook" and record.notebook_in:
                 notebooks.setdefault((record.event_id, record.step), record.notebook_in)
     return notebooks
@@ -313,6 +323,7 @@ class GRPOArguments:
         model: ``"smollm2"``, an HF model id or a checkpoint (e.g. an SFT output).
         output_dir: where the checkpoint goes.
         memory: the env's memory mode.
+        prompt: the env's prompt profile (``default`` or ``compact``); ``notebook_logs`` must match it.
         events: training event ids (default: the synthetic world's training split).
         notebook_logs: memory-on logs whose carried notebooks seed the prompts.
         max_steps: optimizer steps.
@@ -336,6 +347,7 @@ class GRPOArguments:
     model: str = "smollm2"
     output_dir: str = "grpo-out"
     memory: str = "none"
+    prompt: str = "default"
     events: list[str] = field(default_factory=list)
     notebook_logs: list[str] = field(default_factory=list)
     max_steps: int = 10
@@ -411,7 +423,7 @@ def train_grpo(
         from forecast_dojo.registration import make
 
         def make_env() -> Any:
-            return make("Synthetic-v0", memory=args.memory, embedder=args.embedder)
+            return make("Synthetic-v0", memory=args.memory, embedder=args.embedder, prompt=args.prompt)
 
     env = make_env()
     events = list(args.events)
@@ -425,7 +437,8 @@ def train_grpo(
         events = events or list(split.train)
     elif not events:
         events = [e.id for e in env.events]
-    notebooks = notebooks_from_logs(args.notebook_logs) if args.notebook_logs else None
+    prompt = getattr(env, "prompt", "default")
+    notebooks = notebooks_from_logs(args.notebook_logs, prompt) if args.notebook_logs else None
     dataset = build_grpo_dataset(env, events, notebooks=notebooks)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
     set_response_template(tokenizer)
