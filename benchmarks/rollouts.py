@@ -37,6 +37,7 @@ MODES = {
     "main-c1-fp32": ("baseline", 1, "float32"),
     "c1-fp32": ("tree", 1, "float32"),
     "c8-bf16": ("tree", 8, "bfloat16"),
+    "c8-fp32": ("tree", 8, "float32"),
     "c32-bf16": ("tree", 32, "bfloat16"),
     "c32-fp32": ("tree", 32, "float32"),
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
