@@ -208,7 +208,9 @@ def evaluation_event_ids(run_metadata: dict[str, Any], config: ExportConfig) -> 
         return explicit | set(synthetic_split(int(spec.get("seed", 0))).held_out)
     events_path = spec.get("events")
     if events_path:
-        eval_file = Path(events_path).parent / "eval.jsonl"
+        from forecast_dojo.events.split import SPLIT_FILES
+
+        eval_file = Path(events_path).parent / SPLIT_FILES["eval"]
         if eval_file.is_file():
             return explicit | _event_ids_from(str(eval_file))
     if explicit:
@@ -216,7 +218,7 @@ def evaluation_event_ids(run_metadata: dict[str, Any], config: ExportConfig) -> 
     return None
 
 
-_oracles: dict[int, dict[tuple[str, int], tuple[float, ...]]] = {}
+_oracles: dict[tuple[int, int], dict[tuple[str, int], tuple[float, ...]]] = {}
 
 
 def oracle_forecasts(run_metadata: dict[str, Any]) -> dict[tuple[str, int], tuple[float, ...]] | None:
@@ -224,15 +226,15 @@ def oracle_forecasts(run_metadata: dict[str, Any]) -> dict[tuple[str, int], tupl
     spec = run_metadata.get("env_spec") or {}
     if spec.get("world") != "synthetic":
         return None
-    seed = int(spec.get("seed", 0))
-    if seed not in _oracles:
+    key = (int(spec.get("seed", 0)), int(spec.get("train_events", 0)))  # the training world's extra events
+    if key not in _oracles:
         from forecast_dojo.synthetic import generate_world, oracle_table
 
-        _oracles[seed] = {
+        _oracles[key] = {
             (row["event_id"], row["step"]): tuple(row["probabilities"])
-            for row in oracle_table(generate_world(seed))
+            for row in oracle_table(generate_world(key[0], train_events=key[1]))
         }
-    return _oracles[seed]
+    return _oracles[key]
 
 
 # ----------------------------------------------------------------------------- length policy
