@@ -7,6 +7,7 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     world = "synthetic"
     seed = 0
     embedder = "minilm"
+    # train_events = 400             # extra training-only events (the held-out events stay identical)
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
@@ -53,7 +54,7 @@ ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
 _TOP_KEYS = {"name", "description", "data", "env", "budgets", "retriever"}
 _ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
-_DATA_KEYS = {"world", "seed", "embedder", "events", "corpus", "event_ids"}
+_DATA_KEYS = {"world", "seed", "embedder", "train_events", "events", "corpus", "event_ids"}
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
@@ -72,6 +73,7 @@ class DojoSpec:
         world: ``"synthetic"`` for the embedded world, else None (then ``events`` and ``corpus`` are given).
         seed: The synthetic world's seed.
         embedder: The embedder (synthetic world; for a corpus on disk, defaults to the corpus's own).
+        train_events: Synthetic world: extra training-only events (``generate_world(train_events=N)``).
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
@@ -89,6 +91,7 @@ class DojoSpec:
     world: str | None = None
     seed: int = 0
     embedder: str | None = None
+    train_events: int = 0
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
@@ -147,6 +150,7 @@ class DojoSpec:
                 world=data.get("world"),
                 seed=int(data.get("seed", 0)),
                 embedder=data.get("embedder"),
+                train_events=data.get("train_events", 0),
                 events=resolve(data.get("events")),
                 corpus=resolve(data.get("corpus")),
                 event_ids=tuple(data["event_ids"]) if "event_ids" in data else None,
@@ -177,6 +181,11 @@ class DojoSpec:
             raise SpecError(f"{where}: give either world = 'synthetic' or both events and corpus")
         if self.world is not None and (self.events is not None or self.corpus is not None):
             raise SpecError(f"{where}: a synthetic world brings its own events and corpus")
+        train = self.train_events
+        if isinstance(train, bool) or not isinstance(train, int) or train < 0:
+            raise SpecError(f"{where}: train_events must be a non-negative integer, got {train!r}")
+        if train and self.world is None:
+            raise SpecError(f"{where}: train_events needs world = 'synthetic'")
 
 
 def builtin_spec_paths() -> list[Path]:
@@ -275,7 +284,9 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
     if resolved.world == "synthetic":
         from forecast_dojo.synthetic import ensure_synthetic_world
 
-        paths = ensure_synthetic_world(resolved.seed, embedder=resolved.embedder or "minilm")
+        paths = ensure_synthetic_world(
+            resolved.seed, embedder=resolved.embedder or "minilm", train_events=resolved.train_events
+        )
         events_path, corpus_path = paths.events_path, paths.corpus_dir
     else:
         assert resolved.events is not None and resolved.corpus is not None
@@ -295,6 +306,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             "name": resolved.name,
             "world": resolved.world,
             "seed": resolved.seed,
+            **({"train_events": resolved.train_events} if resolved.train_events else {}),
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,

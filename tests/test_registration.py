@@ -58,6 +58,9 @@ def test_spec_on_disk_events_and_corpus(tmp_path, tiny_corpus_dir):
         ('name = "x"\n[data]\nworld = "synthetic"\n[budgets]\nmax_turns = 0\n', "max_turns"),
         ('[data]\nworld = "synthetic"\n', "missing 'name'"),
         ("name = \n", "not valid TOML"),
+        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = -1\n', "train_events"),
+        ('name = "x"\n[data]\nworld = "synthetic"\ntrain_events = "many"\n', "train_events"),
+        ('name = "x"\n[data]\nevents = "e.jsonl"\ncorpus = "c"\ntrain_events = 4\n', "needs world"),
     ],
 )
 def test_bad_specs_fail_clearly(tmp_path, text, message):
@@ -72,6 +75,26 @@ def test_synthetic_env_via_gym_make(tmp_path, monkeypatch):
     assert obs["step"] == 0 and "notebook" in obs["messages"][0]["content"]
     check_env(env.unwrapped, skip_render_check=True)
     env.close()
+
+
+def test_training_world_from_spec_key_make_and_gym_make(tmp_path, monkeypatch):
+    from forecast_dojo.synthetic.split import synthetic_split
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(tmp_path / "cache"))
+    path = write(
+        tmp_path, 'name = "Train-v0"\n[data]\nworld = "synthetic"\nembedder = "hashing"\ntrain_events = 3\n'
+    )
+    assert DojoSpec.from_toml(path).train_events == 3
+    from_spec = forecast_dojo.make(path, python_runner=None)
+    ids = [e.id for e in from_spec.events]
+    assert ids[-3:] == ["syn-t00000", "syn-t00001", "syn-t00002"] and len(ids) == 43
+    assert from_spec.run_metadata["env_spec"]["train_events"] == 3
+    from_kwarg = gym.make(
+        "forecast_dojo/Synthetic-v0", embedder="hashing", train_events=3, python_runner=None
+    )
+    assert [e.id for e in from_kwarg.unwrapped.events] == ids
+    assert set(synthetic_split(0).held_out) <= set(ids)
+    from_kwarg.close()
 
 
 def test_make_env_overrides_budgets(tiny_corpus_dir, tmp_path):

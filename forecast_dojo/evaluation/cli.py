@@ -112,6 +112,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
     world.add_argument("--seed", type=int, default=0)
     world.add_argument("--embedder", default="minilm")
+    world.add_argument(
+        "--train-events",
+        type=int,
+        default=0,
+        help="extra training-only events (ids syn-t00000...; the 40 base events stay identical); default 0",
+    )
     world.set_defaults(func=world_command)
 
 
@@ -119,7 +125,9 @@ def world_command(args: argparse.Namespace) -> int:
     """Build or find the synthetic world and print its paths."""
     from forecast_dojo.synthetic import ensure_synthetic_world
 
-    paths = ensure_synthetic_world(args.seed, embedder=args.embedder)
+    if args.train_events < 0:
+        raise SystemExit(f"--train-events must be >= 0, got {args.train_events}")
+    paths = ensure_synthetic_world(args.seed, embedder=args.embedder, train_events=args.train_events)
     print(json.dumps({k: str(v) for k, v in vars(paths).items()}, indent=2))
     return 0
 
@@ -270,7 +278,9 @@ def run_command(args: argparse.Namespace) -> int:
         from forecast_dojo.synthetic import ensure_synthetic_world, load_oracle
 
         oracle = load_oracle(
-            ensure_synthetic_world(args.seed, embedder=args.embedder or "minilm").oracle_path
+            ensure_synthetic_world(
+                args.seed, embedder=args.embedder or "minilm", train_events=spec.train_events
+            ).oracle_path
         )
     factories = _agent_factories(args, honest_model)
     if args.step is not None:

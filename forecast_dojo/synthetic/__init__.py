@@ -9,11 +9,13 @@ from forecast_dojo.synthetic.cache import SyntheticPaths, default_cache_dir, ens
 from forecast_dojo.synthetic.model import (
     TIER_LIKELIHOOD_RATIO,
     TIERS,
+    TRAIN_EVENT_PREFIX,
     Evidence,
     SyntheticWorld,
     WorldConfigError,
     signal_accuracy,
     signal_likelihood,
+    train_event_id,
 )
 from forecast_dojo.synthetic.oracle import (
     OracleError,
@@ -32,6 +34,7 @@ __all__ = [
     "GENERATOR_VERSION",
     "TIERS",
     "TIER_LIKELIHOOD_RATIO",
+    "TRAIN_EVENT_PREFIX",
     "Evidence",
     "OracleError",
     "SyntheticPaths",
@@ -50,4 +53,5 @@ __all__ = [
     "save_oracle",
     "signal_accuracy",
     "signal_likelihood",
+    "train_event_id",
 ]

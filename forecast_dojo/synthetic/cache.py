@@ -2,11 +2,16 @@
 
 Layout of one cached world::
 
-    <cache>/synthetic-v<GENERATOR_VERSION>-c<CORPUS_FORMAT_VERSION>-seed<seed>-<embedder>/
+    <cache>/synthetic-v<GENERATOR_VERSION>-c<CORPUS_FORMAT_VERSION>-seed<seed>[-train<N>]-<embedder>/
       events.jsonl      the events (``schema.save_events``), markets included
       oracle.jsonl      the Bayes-optimal forecast per (event, step) (``oracle.save_oracle``)
       corpus/           the embedded corpus (``corpus.build_corpus``)
       world.json        what was built: seed, versions, counts, resolution document ids
+
+``-train<N>`` names a world with ``N`` extra training events (``generate_world(train_events=N)``);
+the default world (``N = 0``) keeps its name. Embedding dominates a build: MiniLM embeds about 16-50
+short documents per second on 2 cores and a training block of 40 events has ~2,100 documents, so
+``N = 400`` (~23,000 documents) takes minutes, once; tests use the instant ``hashing`` embedder.
 
 A world is built in a hidden staging directory and renamed into place in one step, under an
 exclusive ``fcntl.flock``, so parallel workers (AsyncVectorEnv, pytest-xdist) neither see half a
@@ -47,10 +52,11 @@ def default_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "forecast_dojo"
 
 
-def world_dir_name(seed: int, embedder: str) -> str:
-    """The cache subdirectory of one world: generator and corpus format versions, seed, (safe) embedder."""
+def world_dir_name(seed: int, embedder: str, train_events: int = 0) -> str:
+    """The cache subdirectory of one world: versions, seed, number of extra training events, (safe) embedder."""
     safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", embedder)
-    return f"synthetic-v{GENERATOR_VERSION}-c{CORPUS_FORMAT_VERSION}-seed{seed}-{safe}"
+    train = f"-train{train_events}" if train_events else ""
+    return f"synthetic-v{GENERATOR_VERSION}-c{CORPUS_FORMAT_VERSION}-seed{seed}{train}-{safe}"
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,12 @@ def _exclusive_lock(lock_path: Path, *, announce: bool) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool) -> None:
+def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool, train_events: int) -> None:
     """Generate, score and embed the world of ``seed`` into ``staging`` (not yet visible to anyone)."""
-    stages = tqdm(total=4, desc=f"synthetic world seed={seed}", unit="stage", disable=not progress)
+    label = f"seed={seed}" + (f" train_events={train_events}" if train_events else "")
+    stages = tqdm(total=4, desc=f"synthetic world {label}", unit="stage", disable=not progress)
     stages.set_postfix_str("generating")
-    world = generate_world(seed)
+    world = generate_world(seed, train_events=train_events, progress=progress)
     stages.update()
     stages.set_postfix_str("events")
     paths = SyntheticPaths.at(staging)
@@ -123,7 +130,10 @@ def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool) ->
         world.documents,
         paths.corpus_dir,
         model,
-        build_config={"synthetic": {"seed": seed, "generator_version": GENERATOR_VERSION}},
+        build_config={
+            "synthetic": {"seed": seed, "generator_version": GENERATOR_VERSION}
+            | ({"train_events": train_events} if train_events else {})
+        },
         progress=progress,
     )
     stages.update()
@@ -131,6 +141,7 @@ def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool) ->
     meta = {
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
+        "train_events": train_events,
         "embedder_requested": embedder,
         "embedder": corpus.embedder_name,
         "n_events": len(world.events),
@@ -144,21 +155,29 @@ def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool) ->
 
 
 def ensure_synthetic_world(
-    seed: int = 0, *, embedder: str | None = "minilm", cache_dir: Path | None = None, progress: bool = True
+    seed: int = 0,
+    *,
+    embedder: str | None = "minilm",
+    cache_dir: Path | None = None,
+    progress: bool = True,
+    train_events: int = 0,
 ) -> SyntheticPaths:
     """The cached world of ``seed`` embedded with ``embedder``, built first if it is not on disk yet.
 
     A finished world is returned at once (no lock, no loading). ``embedder`` is any name
     ``get_embedder`` accepts (None means ``"minilm"``); it names the cache directory as given, so
-    aliases get separate caches.
+    aliases get separate caches. ``train_events`` adds that many training-only events to the world
+    (see :func:`generate_world`; the base world's events, documents and oracle stay byte-identical).
     """
     embedder = "minilm" if embedder is None else embedder
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    if isinstance(train_events, bool) or not isinstance(train_events, int) or train_events < 0:
+        raise ValueError(f"train_events must be a non-negative integer, got {train_events!r}")
     if not isinstance(embedder, str) or not embedder.strip():
         raise ValueError(f"embedder must be a non-empty embedder name, got {embedder!r}")
     base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    name = world_dir_name(seed, embedder)
+    name = world_dir_name(seed, embedder, train_events)
     paths = SyntheticPaths.at(base / name)
     if paths.is_complete():
         return paths
@@ -170,7 +189,7 @@ def ensure_synthetic_world(
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=base))
         try:
-            _build_world_dir(staging, seed, embedder, progress)
+            _build_world_dir(staging, seed, embedder, progress, train_events)
             if paths.root.exists():  # an incomplete world (files removed by hand): replace it whole
                 stale = base / f".{name}.building-stale"
                 paths.root.rename(stale)

@@ -16,6 +16,12 @@ from forecast_dojo.schema import Document, Event
 
 TIERS = ("weak", "moderate", "strong")
 TIER_LIKELIHOOD_RATIO = {"weak": 1.5, "moderate": 3.0, "strong": 9.0}
+TRAIN_EVENT_PREFIX = "syn-t"  # ids of the training-only events ``generate_world(train_events=N)`` adds
+
+
+def train_event_id(number: int) -> str:
+    """The id of the ``number``-th (from 0) training-only event: ``syn-t00000``, ``syn-t00001``..."""
+    return f"{TRAIN_EVENT_PREFIX}{number:05d}"
 
 
 class WorldConfigError(ForecastDojoError, ValueError):

@@ -3,13 +3,16 @@
 Sorted by id, events at even positions train (SFT data, GRPO prompts, the honest agent's cue weights,
 the base rate) and events at odd positions are held out for evaluation (``forecast-dojo run`` evaluates
 them by default; ``forecast-dojo export sft`` refuses them). The rule depends only on the ids, never on
-outcomes or evidence, so it cannot be tuned to make a model look good.
+outcomes or evidence, so it cannot be tuned to make a model look good. The extra training-only events
+of ``generate_world(train_events=N)`` (ids ``syn-t...``) all train and leave the split of the others as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from forecast_dojo.synthetic.model import TRAIN_EVENT_PREFIX, train_event_id
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ class EventSplit:
 
 
 def split_event_ids(event_ids: Iterable[str]) -> EventSplit:
-    """Split ids: sorted, even positions train, odd positions are held out.
+    """Split ids: sorted, even positions train, odd positions are held out; training-only ids all train.
 
     Args:
         event_ids: the ids to split (duplicates are ignored).
@@ -47,19 +50,23 @@ def split_event_ids(event_ids: Iterable[str]) -> EventSplit:
     Returns:
         The split.
     """
-    ordered = sorted(set(event_ids))
-    return EventSplit(train=tuple(ordered[0::2]), held_out=tuple(ordered[1::2]))
+    unique = set(event_ids)
+    train_only = sorted(i for i in unique if i.startswith(TRAIN_EVENT_PREFIX))
+    ordered = sorted(unique.difference(train_only))
+    return EventSplit(train=tuple(sorted(ordered[0::2] + train_only)), held_out=tuple(ordered[1::2]))
 
 
-def synthetic_split(world_seed: int = 0) -> EventSplit:
+def synthetic_split(world_seed: int = 0, train_events: int = 0) -> EventSplit:
     """The split of the synthetic world generated with ``world_seed``.
 
     Args:
         world_seed: the world's generator seed.
+        train_events: the world's number of extra training events (all of them train).
 
     Returns:
         The split of that world's event ids.
     """
     from forecast_dojo.synthetic import generate_world
 
-    return split_event_ids(e.id for e in generate_world(world_seed).events)
+    ids = [e.id for e in generate_world(world_seed).events]
+    return split_event_ids(ids + [train_event_id(i) for i in range(train_events)])

@@ -59,6 +59,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from forecast_dojo.schema import Document, Event, MarketPoint
 from forecast_dojo.synthetic.kinds import BINARY_KINDS, MULTI_KINDS, Geography
@@ -69,6 +70,7 @@ from forecast_dojo.synthetic.model import (
     WorldConfigError,
     signal_accuracy,
     signal_likelihood,
+    train_event_id,
 )
 from forecast_dojo.synthetic.names import Namer, pick, slug
 from forecast_dojo.synthetic.oracle import log_posteriors_at
@@ -106,9 +108,10 @@ class _DraftDocument:
     available_at: datetime
     outlet: str
     kind: str
-    event_index: int | None = None
+    event_id: str | None = None
     signal: int | None = None
     tier: str | None = None
+    n_outcomes: int | None = None  # of the event an evidence document is about
 
 
 def _from_template(
@@ -118,9 +121,10 @@ def _from_template(
     published: datetime,
     available: datetime,
     kind: str,
-    event_index: int,
+    event_id: str,
     signal: int | None = None,
     tier: str | None = None,
+    n_outcomes: int | None = None,
 ) -> _DraftDocument:
     """A draft from a wording template filled with ``values`` (whose ``outlet`` publishes it)."""
     return _DraftDocument(
@@ -130,9 +134,10 @@ def _from_template(
         available,
         values["outlet"],
         kind,
-        event_index,
+        event_id,
         signal,
         tier,
+        n_outcomes,
     )
 
 
@@ -172,6 +177,7 @@ class WorldConfig:
     steps_range: tuple[int, int]
     duration_range: tuple[int, int]
     multi_outcome_share: float
+    train_events: int = 0
 
     def check(self, seed: int) -> None:
         """Raise :class:`WorldConfigError` for parameters (or a seed) that cannot make a valid world."""
@@ -200,6 +206,12 @@ class WorldConfig:
             )
         if not 0.0 <= self.multi_outcome_share <= 1.0:
             raise WorldConfigError(f"multi_outcome_share must be in [0, 1], got {self.multi_outcome_share}")
+        if (
+            isinstance(self.train_events, bool)
+            or not isinstance(self.train_events, (int, np.integer))
+            or self.train_events < 0
+        ):
+            raise WorldConfigError(f"train_events must be a non-negative integer, got {self.train_events!r}")
 
     def to_dict(self) -> dict[str, object]:
         """The parameters as recorded in ``SyntheticWorld.config`` (with the generator version)."""
@@ -214,6 +226,7 @@ class WorldConfig:
             "steps_range": list(self.steps_range),
             "duration_range": list(self.duration_range),
             "multi_outcome_share": self.multi_outcome_share,
+            "train_events": int(self.train_events),
         }
 
 
@@ -229,11 +242,25 @@ def generate_world(
     steps_range: tuple[int, int] = (3, 8),
     duration_range: tuple[int, int] = (30, 120),
     multi_outcome_share: float = MULTI_OUTCOME_SHARE,
+    train_events: int = 0,
+    progress: bool = False,
 ) -> SyntheticWorld:
     """Generate the fictional world of ``seed`` (ranges are inclusive); identical for identical arguments.
 
     Each event draws from its own child random stream, so its events and documents do not change when
     ``n_background`` changes; the default (40 events, ~2,000 short documents) embeds in about a minute.
+
+    ``train_events`` adds that many training-only events (ids ``syn-t00000``, ``syn-t00001``...) after
+    the base world, without changing one byte of it (its events, document ids and texts, evidence,
+    oracle and markets are those of ``train_events=0``). They come in blocks of ``n_events``, each
+    generated exactly like the base world (same model and parameters, its own random stream, its own
+    fictional countries, cities, outlets, firms, clubs and background noise) and each starting the day
+    after the previous one ends, so every training document is available only after the last base
+    event resolves: a base event's episode can never retrieve one. A last, partial block scales its
+    background noise and time span with its number of events. Their documents have ids
+    ``syn<seed>-t000000``... in time order. Block ``b`` draws from the stream ``(seed, 5, b)``, so the
+    first ``k * n_events`` training events are the same for every ``train_events >= k * n_events``.
+    ``progress`` shows a bar over the training blocks (400 events generate in ~10 s).
     """
     config = WorldConfig(
         n_events,
@@ -245,14 +272,96 @@ def generate_world(
         steps_range,
         duration_range,
         multi_outcome_share,
+        train_events,
     )
     config.check(seed)
     root = np.random.SeedSequence(seed)
-    names_seq, background_seq, events_seq, market_seq, layout_seq = root.spawn(5)
+    names = Namer(np.random.default_rng(0))  # reseeded per block: names are unique world-wide
+    base = _generate_block(
+        seed, config, names, tuple(root.spawn(5)), [f"syn-{i:04d}" for i in range(n_events)]
+    )
+    blocks = [base]
+    train_root = np.random.SeedSequence(
+        root.entropy, spawn_key=(5,)
+    )  # root's next child, never spawned above
+    block_start = base.end + timedelta(days=1)
+    n_blocks = math.ceil(train_events / n_events)
+    for number in tqdm(
+        range(n_blocks), desc="training blocks", unit="block", disable=not progress or not n_blocks
+    ):
+        count = min(n_events, train_events - number * n_events)
+        block_config = replace(
+            config,
+            n_events=count,
+            n_background=round(n_background * count / n_events),
+            start=block_start,
+            horizon_days=max(1, round(horizon_days * count / n_events)),
+        )
+        ids = [train_event_id(number * n_events + i) for i in range(count)]
+        block_seq = np.random.SeedSequence(root.entropy, spawn_key=(*train_root.spawn_key, number))
+        block = _generate_block(seed, block_config, names, tuple(block_seq.spawn(5)), ids)
+        blocks.append(block)
+        block_start = block.end + timedelta(days=1)
+
+    base_documents, base_ids = _finalize_documents(base.drafts, seed)
+    train_drafts = [draft for block in blocks[1:] for draft in block.drafts]
+    train_documents, train_ids = _finalize_documents(train_drafts, seed, tag="t", width=6)
+    documents = base_documents + train_documents
+    events = [event for block in blocks for event in block.events]
+    evidence: dict[str, list[Evidence]] = {event.id: [] for event in events}
+    resolution_docs: dict[str, list[str]] = {event.id: [] for event in events}
+    doc_kinds: dict[str, str] = {}
+    for draft, doc_id in zip(base.drafts + train_drafts, base_ids + train_ids, strict=True):
+        doc_kinds[doc_id] = draft.kind
+        if draft.event_id is None:
+            continue
+        if draft.kind == "evidence":
+            assert draft.signal is not None and draft.tier is not None and draft.n_outcomes is not None
+            likelihood = signal_likelihood(draft.tier, draft.n_outcomes, draft.signal)
+            evidence[draft.event_id].append(
+                Evidence(doc_id, draft.event_id, draft.available_at, draft.signal, draft.tier, likelihood)
+            )
+        elif draft.kind == "resolution":
+            resolution_docs[draft.event_id].append(doc_id)
+    for items in evidence.values():
+        items.sort(key=lambda ev: (to_micros(ev.available_at), ev.doc_id))
+    prior = {event.id: tuple(1.0 / len(event.outcomes) for _ in event.outcomes) for event in events}
+
+    # The market needs the exact posterior, so it is attached once the evidence ids are known.
+    events = [
+        _with_market(event, evidence[event.id], prior[event.id], np.random.default_rng(seq))
+        for block in blocks
+        for event, seq in zip(block.events, block.market_seq.spawn(len(block.events)), strict=True)
+    ]
+    return SyntheticWorld(
+        seed, events, documents, evidence, prior, doc_kinds, resolution_docs, config.to_dict()
+    )
+
+
+@dataclass
+class _Block:
+    """One block of events drawn with the base world's model: events (no market yet) and drafts."""
+
+    events: list[Event]
+    drafts: list[_DraftDocument]
+    end: date  # the last day of the block's background noise (14 days after its last resolution)
+    market_seq: np.random.SeedSequence
+
+
+def _generate_block(
+    seed: int,
+    config: WorldConfig,
+    names: Namer,
+    streams: tuple[np.random.SeedSequence, ...],
+    event_ids: list[str],
+) -> _Block:
+    """The events, their documents and the background noise of one block, from its five streams."""
+    names_seq, background_seq, events_seq, market_seq, layout_seq = streams
+    n_events = config.n_events
     # Exactly round(n_events * share) multi-outcome events, at shuffled positions.
-    n_multi = round(n_events * multi_outcome_share)
+    n_multi = round(n_events * config.multi_outcome_share)
     is_multi = np.random.default_rng(layout_seq).permutation(np.arange(n_events) < n_multi)
-    names = Namer(np.random.default_rng(names_seq))
+    names.rng = np.random.default_rng(names_seq)
     n_countries = max(3, min(12, n_events // 4 + 2))
     countries = [names.country() for _ in range(n_countries)]
     world = Geography(
@@ -273,54 +382,25 @@ def generate_world(
 
     events: list[Event] = []
     drafts: list[_DraftDocument] = []
-    for index, (event_seq, multi) in enumerate(zip(events_seq.spawn(n_events), is_multi, strict=True)):
+    for event_id, event_seq, multi in zip(event_ids, events_seq.spawn(n_events), is_multi, strict=True):
         rng = np.random.default_rng(event_seq)
-        event, event_drafts = _generate_event(rng, names, world, seed, index, config, bool(multi))
+        event, event_drafts = _generate_event(rng, names, world, seed, event_id, config, bool(multi))
         events.append(event)
         drafts.extend(event_drafts)
 
     world_end = max(
-        (e.resolved_at.date() for e in events), default=start + timedelta(days=horizon_days)
+        (e.resolved_at.date() for e in events), default=config.start + timedelta(days=config.horizon_days)
     ) + timedelta(days=14)
     drafts.extend(
         _background_documents(
             np.random.default_rng(background_seq),
             world,
-            n_background,
-            start,
+            config.n_background,
+            config.start,
             world_end,
         )
     )
-
-    documents, doc_ids = _finalize_documents(drafts, seed)
-    evidence: dict[str, list[Evidence]] = {event.id: [] for event in events}
-    resolution_docs: dict[str, list[str]] = {event.id: [] for event in events}
-    doc_kinds: dict[str, str] = {}
-    for draft, doc_id in zip(drafts, doc_ids, strict=True):
-        doc_kinds[doc_id] = draft.kind
-        if draft.event_index is None:
-            continue
-        event = events[draft.event_index]
-        if draft.kind == "evidence":
-            assert draft.signal is not None and draft.tier is not None
-            likelihood = signal_likelihood(draft.tier, len(event.outcomes), draft.signal)
-            evidence[event.id].append(
-                Evidence(doc_id, event.id, draft.available_at, draft.signal, draft.tier, likelihood)
-            )
-        elif draft.kind == "resolution":
-            resolution_docs[event.id].append(doc_id)
-    for items in evidence.values():
-        items.sort(key=lambda ev: (to_micros(ev.available_at), ev.doc_id))
-    prior = {event.id: tuple(1.0 / len(event.outcomes) for _ in event.outcomes) for event in events}
-
-    # The market needs the exact posterior, so it is attached once the evidence ids are known.
-    events = [
-        _with_market(event, evidence[event.id], prior[event.id], np.random.default_rng(seq))
-        for event, seq in zip(events, market_seq.spawn(n_events), strict=True)
-    ]
-    return SyntheticWorld(
-        seed, events, documents, evidence, prior, doc_kinds, resolution_docs, config.to_dict()
-    )
+    return _Block(events, drafts, world_end, market_seq)
 
 
 def _generate_event(
@@ -328,7 +408,7 @@ def _generate_event(
     names: Namer,
     world: Geography,
     seed: int,
-    index: int,
+    event_id: str,
     config: WorldConfig,
     multi: bool,
 ) -> tuple[Event, list[_DraftDocument]]:
@@ -359,7 +439,6 @@ def _generate_event(
     ]
     cutoffs = tuple(_day_start(open_day + timedelta(days=d)) for d in cutoff_days)
 
-    event_id = f"syn-{index:04d}"
     odds = "both outcomes are" if k == 2 else f"all {k} outcomes are"
     background = (
         f"{spec.context} With no other information, {odds} considered equally likely. "
@@ -405,7 +484,7 @@ def _generate_event(
             "place": place,
         }
         drafts.append(
-            _from_template(title, text, values, published, available, "evidence", index, signal, tier)
+            _from_template(title, text, values, published, available, "evidence", event_id, signal, tier, k)
         )
 
     entities = [*spec.people, *spec.companies]
@@ -432,14 +511,16 @@ def _generate_event(
             title, text = DISTRACTOR_WORDING[int(rng.integers(len(DISTRACTOR_WORDING)))]
             if "{company}" in text and not spec.companies:
                 title, text = DISTRACTOR_WORDING[0]
-        drafts.append(_from_template(title, text, values, published, available, "distractor", index))
+        drafts.append(_from_template(title, text, values, published, available, "distractor", event_id))
 
     title, text = spec.resolutions[outcome]
     for _ in range(int(rng.integers(1, 3))):
         published = resolved_at + timedelta(hours=int(rng.integers(1, 73)))
         available = end_of_day(published.date()) if rng.random() < 0.5 else published
         drafts.append(
-            _DraftDocument(title, text, published, available, pick(rng, world.outlets), "resolution", index)
+            _DraftDocument(
+                title, text, published, available, pick(rng, world.outlets), "resolution", event_id
+            )
         )
     return event, drafts
 
@@ -482,8 +563,14 @@ def _background_documents(
     return drafts
 
 
-def _finalize_documents(drafts: list[_DraftDocument], seed: int) -> tuple[list[Document], list[str]]:
-    """Documents with ids numbered in time order (ids carry no hint of a document's role)."""
+def _finalize_documents(
+    drafts: list[_DraftDocument], seed: int, *, tag: str = "", width: int = 5
+) -> tuple[list[Document], list[str]]:
+    """Documents with ids ``syn<seed>-<tag><number>`` numbered in time order.
+
+    Ids carry no hint of a document's role; the tag ``t`` only marks the training blocks' documents,
+    numbered on their own so that the base world's ids never change.
+    """
     order = sorted(
         range(len(drafts)),
         key=lambda i: (
@@ -498,7 +585,7 @@ def _finalize_documents(drafts: list[_DraftDocument], seed: int) -> tuple[list[D
     documents = []
     for number, i in enumerate(order):
         draft = drafts[i]
-        doc_id = f"{DOCUMENT_ID_PREFIX}{seed}-{number:05d}"
+        doc_id = f"{DOCUMENT_ID_PREFIX}{seed}-{tag}{number:0{width}d}"
         ids[i] = doc_id
         domain = re.sub(r"[^a-z]", "", draft.outlet.lower().removeprefix("the "))
         stamp = draft.published_at.date()
@@ -509,7 +596,7 @@ def _finalize_documents(drafts: list[_DraftDocument], seed: int) -> tuple[list[D
                 text=draft.text,
                 published_at=draft.published_at,
                 available_at=draft.available_at,
-                url=f"https://news.{domain}.example/{stamp.year}/{stamp.month:02d}/{stamp.day:02d}/{slug(draft.title)}-{number}",
+                url=f"https://news.{domain}.example/{stamp.year}/{stamp.month:02d}/{stamp.day:02d}/{slug(draft.title)}-{tag}{number}",
                 source=draft.outlet,
                 date_source="synthetic",
             )

@@ -87,8 +87,10 @@ def test_directory_names_separate_version_seed_and_embedder() -> None:
 def test_failed_build_leaves_nothing_half_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_build = cache._build_world_dir
 
-    def crash_after_writing(staging: Path, seed: int, embedder: str, progress: bool) -> None:
-        real_build(staging, seed, embedder, progress)
+    def crash_after_writing(
+        staging: Path, seed: int, embedder: str, progress: bool, train_events: int
+    ) -> None:
+        real_build(staging, seed, embedder, progress, train_events)
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(cache, "_build_world_dir", crash_after_writing)
@@ -121,11 +123,11 @@ def _worker(cache_dir: str, log: str, out: str) -> None:
     """Child process: count real builds in ``log`` (slowed down so the workers overlap) and report."""
     real_build = cache._build_world_dir
 
-    def counted(staging: Path, seed: int, embedder: str, progress: bool) -> None:
+    def counted(staging: Path, seed: int, embedder: str, progress: bool, train_events: int) -> None:
         with open(log, "a") as fh:
             fh.write(f"{os.getpid()}\n")
         time.sleep(0.5)
-        real_build(staging, seed, embedder, progress)
+        real_build(staging, seed, embedder, progress, train_events)
 
     cache._build_world_dir = counted
     paths = ensure_synthetic_world(6, embedder=EMBEDDER, cache_dir=Path(cache_dir), progress=False)
@@ -155,7 +157,7 @@ def test_parallel_processes_build_once_and_agree(tmp_path: Path) -> None:
 def test_no_embedder_means_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     requested: list[str] = []
 
-    def record_and_fake(staging: Path, seed: int, embedder: str, progress: bool) -> None:
+    def record_and_fake(staging: Path, seed: int, embedder: str, progress: bool, train_events: int) -> None:
         requested.append(embedder)
         paths = SyntheticPaths.at(staging)
         for file in (
