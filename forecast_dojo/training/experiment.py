@@ -6,7 +6,7 @@ stages that play episodes resume their own logs, so a stopped run continues wher
 finished one costs nothing. Stages, in order:
 
 1. ``spec``: the environment of the whole experiment, written once as ``out/spec.toml``: the synthetic
-   world (its 20 held-out events unchanged) with ``train_events`` training events, the prompt profile
+   world (its 20 held-out events unchanged) with ``train_events`` extra training events, the prompt profile
    and the budgets. Every later stage names this file, so teacher, export, models and evaluation see
    one environment.
 2. ``teacher``: the honest agent on the training events in both memory modes (``forecast-dojo run``).
@@ -54,7 +54,7 @@ class ExperimentArguments:
         model: the model to fine-tune: ``"smollm2"`` (SmolLM2-135M-Instruct, offline) or a checkpoint path.
         seed: the synthetic world's seed and the episodes' seed.
         embedder: the synthetic world's embedder (``minilm``; ``hashing`` for fast tests).
-        train_events: training events of the synthetic world (the 20 held-out events stay as they are).
+        train_events: extra training events of the synthetic world (beside its 20; the 20 held-out stay as they are).
         prompt: the prompt profile of every stage (``compact`` fits a small model).
         tools: the env's tools (python is off by default: a 135M model does not use it, and it costs time).
         max_tool_calls: tool calls per forecast step.
