@@ -1,7 +1,8 @@
 """forecast-dojo: replayable RL environments for LLM forecasting agents.
 
-Importing the package registers a gymnasium id ``forecast_dojo/<name>`` for every spec shipped in
-``forecast_dojo/envs/`` (``Synthetic-v0``, ``SyntheticNotebook-v0``, ``ForecastBench-WCE-v0``) and
+Importing the package registers a gymnasium id ``forecast_dojo/<name>`` for every shipped spec (the
+repository's ``envs/``, ``forecast_dojo/envs/`` in a wheel: ``Synthetic-v0``, ``SyntheticNotebook-v0``,
+``ForecastBench-WCE-v0``) and
 for every spec in the folders listed in ``FORECAST_DOJO_ENVS`` (``os.pathsep``-separated).
 ``forecast_dojo.make(name_or_spec, **overrides)`` builds the same envs without gymnasium's wrappers.
 """

@@ -2,6 +2,11 @@
 
 Each job lives in its own module that exposes ``register(subparsers)``; modules are imported only
 to build the parser and import their heavy dependencies lazily, so ``--help`` stays fast.
+
+An error the library raises on purpose (a :class:`~forecast_dojo.errors.ForecastDojoError`: an
+unknown spec, events not built, a missing file, a bad argument) ends the command with one line on
+stderr, ``forecast-dojo <command>: error: <message>``, and exit status 2 (the status argparse uses
+for a usage error); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -9,6 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from forecast_dojo.errors import ForecastDojoError
+
+ERROR_EXIT = 2
 
 # subcommand -> module exposing ``register(subparsers)``
 COMMAND_MODULES = (
@@ -35,10 +44,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(command: str, err: BaseException) -> str:
+    """The one line a failed command prints: ``forecast-dojo <command>: error: <message>`` (whitespace folded)."""
+    message = " ".join(str(err).split()) or type(err).__name__
+    return f"forecast-dojo {command}: error: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (2 with one line on stderr for a ForecastDojoError)."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ForecastDojoError as err:
+        command = " ".join(
+            str(part)
+            for part in (
+                args.command,
+                getattr(args, "kind", None) or getattr(args, f"{args.command}_command", None),
+            )
+            if part
+        )
+        print(error_line(command, err), file=sys.stderr)
+        return ERROR_EXIT
 
 
 if __name__ == "__main__":

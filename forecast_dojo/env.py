@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,15 +35,18 @@ from gymnasium import spaces
 
 from forecast_dojo._version import __version__
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
+from forecast_dojo.events.split import SPLITS
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
-from forecast_dojo.prompts import Budgets, step_prompt, system_prompt
+from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.sandbox import sandbox_python_runner
-from forecast_dojo.schema import Event
+from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
 from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
 from forecast_dojo.spaces import (
     Action,
@@ -53,12 +57,15 @@ from forecast_dojo.spaces import (
     UnicodeText,
 )
 from forecast_dojo.timeutil import iso
-from forecast_dojo.tools import TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import TrajectoryWriter, run_id_for
+from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
+from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
+NO_NOTEBOOK_NOTE = (
+    "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
+)
 
 PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
@@ -92,25 +99,31 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         run_metadata: dict[str, Any] | None = None,
         render_mode: str | None = None,
         show_episode_length: bool = False,
+        split: str = "all",
+        prompt: str = "default",
     ) -> None:
         if not events:
-            raise ValueError("an environment needs at least one event")
+            raise ConfigError("an environment needs at least one event")
         if memory not in MEMORY_MODES:
-            raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
+            raise ConfigError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         if reward not in SCORING_RULES:
-            raise ValueError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
+            raise ConfigError(f"reward must be one of {sorted(SCORING_RULES)}, not {reward!r}")
         unknown_tools = set(tools) - set(TOOL_NAMES)
-        if unknown_tools or "submit_forecast" not in tools:
-            raise ValueError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
+        if unknown_tools or SUBMIT_FORECAST not in tools:
+            raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
         if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.prompt = check_profile(prompt)
         self.events = list(events)
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
+        self.split = split  # which part of its source's events ``events`` is (train, eval or all)
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
-            raise ValueError("duplicate event ids")
+            raise ConfigError("duplicate event ids")
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
-            raise ValueError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
+            raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
         self.corpus = corpus
         self.gateway = TemporalGateway(corpus, retriever)
         self.memory = memory
@@ -131,23 +144,26 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "tools": list(self.enabled_tools),
             "n_events": len(self.events),
             **({"show_episode_length": True} if self.show_episode_length else {}),
+            **({"prompt": self.prompt} if self.prompt != "default" else {}),  # the default keeps its run id
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)
         self.agent_name: str | None = self.run_metadata.get("agent")
         self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._writer: TrajectoryWriter | None = None
+        self._log: LogSink | None = None
         self._schemas = tool_schemas(memory, self.enabled_tools)
-        self._system_prompt = system_prompt(memory, self._schemas)
+        self._system_prompt = system_prompt(memory, self._schemas, self.prompt)
 
         self.action_space = AssistantTurn()
         observation_spaces: dict[str, spaces.Space[Any]] = {
             "messages": ChatMessages(),
-            "event_id": UnicodeText(max_length=512),
+            # The size limits an Event enforces on construction (forecast_dojo.schema), so every
+            # loaded event's observations lie inside this space.
+            "event_id": UnicodeText(max_length=MAX_EVENT_ID_CHARS),
             "step": spaces.Discrete(MAX_STEPS_PER_EVENT),
             "forecast_date": UnicodeText(max_length=10),
-            "question": UnicodeText(),
-            "outcomes": TextList(),
+            "question": UnicodeText(max_length=MAX_QUESTION_CHARS),
+            "outcomes": TextList(max_items=MAX_OUTCOMES, max_length=MAX_LABEL_CHARS),
             "memory": UnicodeText(max_length=16),
             "budget_left": spaces.Dict(
                 {
@@ -194,48 +210,67 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
                 ``self.np_random`` (deterministic per seed).
             seed: Seeds ``self.np_random``.
             options: ``event_id``; ``step`` (start at step k, to replay one forecast step);
-                ``notebook`` (the notebook to start from, memory-on mode); ``rollout`` (the attempt
-                index written into the step records, default 0).
+                ``notebook`` (the notebook to start from, memory-on mode); ``notebook_missing``
+                (memory-on, no ``notebook``: the previous step submitted none, and the prompt says so
+                as it does inside an episode; resuming a cut episode); ``rollout`` (the attempt index
+                written into the step records, default 0).
 
         Returns:
             The observation (the step's ``[system, user]`` prompt and its structured fields) and the info.
+
+        Raises:
+            UnknownEventError: An event id the env does not hold (the message names the env's split).
+            ValueError: Unknown or invalid options.
         """
         super().reset(seed=seed)
         options = dict(options or {})
-        unknown = set(options) - {"event_id", "step", "notebook", "rollout"}
+        unknown = set(options) - {"event_id", "step", "notebook", "notebook_missing", "rollout"}
         if unknown:
-            raise ValueError(
-                f"unknown reset options {sorted(unknown)}; allowed: event_id, step, notebook, rollout"
+            raise ResetError(
+                f"unknown reset options {sorted(unknown)}; "
+                "allowed: event_id, step, notebook, notebook_missing, rollout"
             )
         rollout = options.get("rollout", 0)
         if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ValueError("options['rollout'] must be a non-negative integer")
+            raise ResetError("options['rollout'] must be a non-negative integer")
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
         elif event_id in self._by_id:
             event = self._by_id[event_id]
+        elif self.split != "all":
+            raise UnknownEventError(
+                f"unknown event id {event_id!r} in this environment's {self.split} split "
+                f"({len(self.events)} events); make the env with split='all' (or the split that holds it)"
+            )
         else:
-            raise KeyError(f"unknown event id {event_id!r} ({len(self.events)} events in this environment)")
+            raise UnknownEventError(
+                f"unknown event id {event_id!r} ({len(self.events)} events in this environment)"
+            )
         start = options.get("step", 0)
         if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < event.n_steps:
-            raise ValueError(
+            raise ResetError(
                 f"options['step'] must be an integer in [0, {event.n_steps}) for event {event.id!r}"
             )
         notebook = None
         if options.get("notebook") is not None:
             if self.memory != "notebook":
-                raise ValueError("options['notebook'] needs memory='notebook'")
+                raise ResetError("options['notebook'] needs memory='notebook'")
             try:
                 notebook = parse_notebook(
                     options["notebook"], event.outcomes, forecast_date=event.cutoffs[start].date()
                 )
             except NotebookError as err:
-                raise ValueError(f"options['notebook'] is not a valid notebook: {err}") from err
+                raise ResetError(f"options['notebook'] is not a valid notebook: {err}") from err
+        missing = options.get("notebook_missing", False)
+        if not isinstance(missing, bool) or (missing and (self.memory != "notebook" or notebook is not None)):
+            raise ResetError(
+                "options['notebook_missing'] is a bool, True only with memory='notebook' and no notebook"
+            )
         self._event = event
         self._rollout = rollout
         self._done = False
-        self._begin_step(start, notebook, None)
+        self._begin_step(start, notebook, NO_NOTEBOOK_NOTE if missing and start > 0 else None)
         return self._observation(self._messages), self._info(step_ended=False)
 
     def step(self, action: Action) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -250,7 +285,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             is its :class:`~forecast_dojo.records.StepRecord`.
         """
         if self._done or self._event is None:
-            raise RuntimeError("the episode is over (or never started): call reset() first")
+            raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
         parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
         self._messages.append(parsed.message())
@@ -305,10 +340,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
 
     def close(self) -> None:
-        """Close the trajectory log, if any."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        """Close the trajectory log, if any (records a full disk held back are written now, or a warning says they are lost)."""
+        if self._log is not None:
+            log, self._log = self._log, None
+            try:
+                log.close()
+            except LogWriteError as err:
+                warnings.warn(str(err), RuntimeWarning, stacklevel=2)
 
     # ------------------------------------------------------------------ step mechanics
 
@@ -328,7 +366,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._view = self.gateway.at(cutoff, hidden_ids=hidden)
         runner = self.python_runner if "python" in self.enabled_tools else None
         self._tools = ForecastTools(
-            self._view, event.outcomes, cutoff.date(), memory=self.memory, python_runner=runner, now=cutoff
+            self._view,
+            event.outcomes,
+            cutoff.date(),
+            memory=self.memory,
+            python_runner=runner,
+            now=cutoff,
+            python_seconds=self.budgets.max_python_seconds,
+            compact=self.prompt == "compact",
         )
         prompt = step_prompt(
             event,
@@ -338,6 +383,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             notebook if self.memory == "notebook" else None,
             note,
             show_episode_length=self.show_episode_length,
+            profile=self.prompt,
         )
         self._messages: list[ChatMessage] = [
             chat_message("system", self._system_prompt),
@@ -354,12 +400,12 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             result = ToolResult(
                 "", error=f"unknown tool {call.name!r}; available: {', '.join(self.enabled_tools)}"
             )
-        elif call.name != "submit_forecast" and (
+        elif call.name != SUBMIT_FORECAST and (
             self._forced or self._tool_calls >= self.budgets.max_tool_calls
         ):
             result = ToolResult("", error="tool budget spent for this step: call submit_forecast now")
         else:
-            if call.name != "submit_forecast":
+            if call.name != SUBMIT_FORECAST:
                 self._tool_calls += 1
             assert call.arguments is not None
             result = self._tools.call(call.name, call.arguments)
@@ -397,13 +443,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         scores = all_scores(forecast, event.outcome_index)
         reward = scores[self.reward_name]
         record = self._step_record(forecast, flags, scores, reward, submission)
-        self._write(record)
         step_info = {
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
             "scores": scores,
             "cutoff": record.cutoff,
+            **self._write(record),
         }
         finished_step = self._step
         if self._step + 1 >= event.n_steps:
@@ -413,9 +459,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             obs = self._observation(new)
             obs["step"] = finished_step
             return obs, reward, True, False, info
-        note = None
-        if self.memory == "notebook" and notebook_out is None:
-            note = "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
+        note = NO_NOTEBOOK_NOTE if self.memory == "notebook" and notebook_out is None else None
         self._begin_step(self._step + 1, notebook_out, note)
         info = self._info(step_ended=True, finished_step=finished_step, **step_info)
         info["record"] = record
@@ -445,6 +489,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             agent=self.agent_name,
             source=event.source,
             memory=self.memory,
+            prompt=self.prompt,
             messages=[normalize_message(m) for m in self._messages],
             tools=copy.deepcopy(self._schemas),
             tool_calls=list(self._tool_log),
@@ -472,12 +517,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             wall_time_s=round(time.perf_counter() - self._step_started, 6),
         )
 
-    def _write(self, record: StepRecord) -> None:
+    def _write(self, record: StepRecord) -> dict[str, Any]:
+        """Log the record; the step's info fields: ``logged``, and ``log_error`` when it is not in the log."""
         if self._log_dir is None:
-            return
-        if self._writer is None:
-            self._writer = TrajectoryWriter(self._log_dir, self.run_metadata, run_id=self.run_id)
-        self._writer.write(record)
+            return {}
+        if self._log is None:
+            self._log = LogSink(self._log_dir, self.run_metadata, run_id=self.run_id)
+        outcome = self._log.write(record)  # an I/O failure is reported, never raised: the step still ends
+        return {"logged": outcome.written} | ({"log_error": outcome.message()} if not outcome.written else {})
 
     def _add_usage(self, parsed: ParsedAction) -> None:
         for key, value in parsed.usage.items():

@@ -15,12 +15,9 @@ import numpy as np
 
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import LeakageError as LeakageError
+from forecast_dojo.errors import StateError
 from forecast_dojo.timeutil import to_micros
-
-
-class LeakageError(ForecastDojoError, AssertionError):
-    """Raised when text from at or after a cutoff is about to reach the agent. Never caught by the env."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class CutoffView:
     def search(self, query: str, top_k: int) -> list[tuple[int, float]]:
         """Rows and scores of visible documents for a query; rows outside the view are dropped."""
         if self.retriever is None:
-            raise RuntimeError("this view has no retriever")
+            raise StateError("this view has no retriever")
         # Ask for a few more when some rows are hidden for this event, so hiding does not shorten lists.
         hits = self.retriever.search(query, self.n_visible, top_k + len(self.hidden_rows))
         return [(row, score) for row, score in hits if self.is_visible(row)][:top_k]

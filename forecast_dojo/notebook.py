@@ -1,12 +1,10 @@
 """The belief notebook: the only thing a memory-on agent carries from one forecast step to the next.
 
-It is a validated, size-capped structure, never free text, so that what crosses steps is auditable:
-
-```json
-{"assessment": {"<outcome label>": <probability>, ...},
- "evidence": [{"claim": "...", "date": "YYYY-MM-DD", "doc_ids": ["..."]}],
- "open_questions": ["..."]}
-```
+It is a validated, size-capped structure, never free text, so that what crosses steps is auditable.
+:data:`SCHEMA` is its one description (``{"assessment": {label: probability}, "evidence": [{"claim",
+"date", "doc_ids"}], "open_questions": [...]}``): the prompts of every profile, the ``notebook``
+argument's description and the agents' notebooks are rendered from it (:func:`schema_shape`,
+:func:`schema_words`, :func:`notebook_value`).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import NotebookError as NotebookError
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
 
@@ -28,8 +26,60 @@ MAX_DOC_IDS_PER_CLAIM = 10
 MAX_NOTEBOOK_INPUT_CHARS = 4 * MAX_NOTEBOOK_CHARS  # room for whitespace before the JSON-size cap applies
 
 
-class NotebookError(ForecastDojoError, ValueError):
-    """A notebook that does not follow the schema; the message tells the agent what to fix."""
+# The one description of the schema: (key, its shape as a prompt writes it, its meaning in words).
+# Every text that tells an agent (or a person) what a notebook looks like is rendered from this table.
+SCHEMA: tuple[tuple[str, str, str], ...] = (
+    ("assessment", "{label: probability}", "probability by outcome label"),
+    (
+        "evidence",
+        '[{"claim": ..., "date": "YYYY-MM-DD", "doc_ids": [...]}]',
+        'list of {"claim", "date", "doc_ids"}',
+    ),
+    ("open_questions", "[...]", "list of strings"),
+)
+NOTEBOOK_KEYS = tuple(key for key, _, _ in SCHEMA)
+EVIDENCE_KEYS = ("claim", "date", "doc_ids")
+
+
+def schema_shape(*, compact: bool = False) -> str:
+    """The notebook's shape as a JSON-like line: ``{"assessment": {label: probability}, ...}``.
+
+    Args:
+        compact: the evidence entries by their keys only (``[{"claim", "date", "doc_ids"}]``), for
+            the compact prompt profile.
+    """
+    shapes = {key: shape for key, shape, _ in SCHEMA}
+    if compact:
+        shapes["evidence"] = "[{" + ", ".join(f'"{key}"' for key in EVIDENCE_KEYS) + "}]"
+    return "{" + ", ".join(f'"{key}": {shape}' for key, shape in shapes.items()) + "}"
+
+
+def schema_words() -> str:
+    """The notebook's keys and their meaning in words (the ``notebook`` argument's description)."""
+    parts = [f'"{key}" ({meaning})' for key, _, meaning in SCHEMA]
+    return "an object with " + ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def notebook_value(
+    assessment: dict[str, float],
+    evidence: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
+    open_questions: list[str] | tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """A notebook as the plain JSON value an agent submits, keys in schema order.
+
+    Args:
+        assessment: probability by outcome label.
+        evidence: entries with ``claim``, ``date`` (``YYYY-MM-DD``) and ``doc_ids``.
+        open_questions: what is still unknown.
+
+    Returns:
+        ``{"assessment": ..., "evidence": [...], "open_questions": [...]}``.
+    """
+    return {
+        "assessment": dict(assessment),
+        "evidence": [{key: entry[key] for key in EVIDENCE_KEYS if key in entry} for entry in evidence],
+        "open_questions": list(open_questions),
+    }
 
 
 @dataclass(frozen=True)
@@ -51,13 +101,11 @@ class Notebook:
 
     def to_dict(self) -> dict[str, Any]:
         """The notebook as plain JSON values."""
-        return {
-            "assessment": dict(self.assessment),
-            "evidence": [
-                {"claim": e.claim, "date": e.date, "doc_ids": list(e.doc_ids)} for e in self.evidence
-            ],
-            "open_questions": list(self.open_questions),
-        }
+        return notebook_value(
+            dict(self.assessment),
+            [{"claim": e.claim, "date": e.date, "doc_ids": list(e.doc_ids)} for e in self.evidence],
+            list(self.open_questions),
+        )
 
     def to_json(self) -> str:
         """The notebook as a JSON string (keys in schema order, non-ASCII kept)."""
@@ -82,11 +130,13 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
     except UntrustedInputError as err:
         raise NotebookError(str(err)) from None
     if not isinstance(value, dict):
-        raise NotebookError("notebook must be an object with keys 'assessment', 'evidence', 'open_questions'")
-    unknown = set(value) - {"assessment", "evidence", "open_questions"}
+        raise NotebookError(
+            "notebook must be an object with keys " + ", ".join(f"'{key}'" for key in NOTEBOOK_KEYS)
+        )
+    unknown = set(value) - set(NOTEBOOK_KEYS)
     if unknown:
         raise NotebookError(
-            f"notebook has unknown keys {preview(sorted(unknown))}; allowed: assessment, evidence, open_questions"
+            f"notebook has unknown keys {preview(sorted(unknown))}; allowed: {', '.join(NOTEBOOK_KEYS)}"
         )
     assessment = value.get("assessment")
     if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
@@ -116,9 +166,9 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
             raise NotebookError(f"{where} must be an object with a non-empty 'claim' string")
         if len(entry["claim"]) > MAX_CLAIM_CHARS:
             raise NotebookError(f"{where}.claim is longer than {MAX_CLAIM_CHARS} characters")
-        if set(entry) - {"claim", "date", "doc_ids"}:
+        if set(entry) - set(EVIDENCE_KEYS):
             raise NotebookError(
-                f"{where} has unknown keys {preview(sorted(set(entry) - {'claim', 'date', 'doc_ids'}))}"
+                f"{where} has unknown keys {preview(sorted(set(entry) - set(EVIDENCE_KEYS)))}"
             )
         try:
             stated = entry.get("date")

@@ -9,24 +9,34 @@ models; agents that are not language models read those fields instead (nothing p
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from forecast_dojo.notebook import Notebook
+from forecast_dojo.budgets import Budgets
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.notebook import Notebook, schema_shape
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import iso
 
+__all__ = [
+    "PROMPT_PROFILES",
+    "Budgets",
+    "check_profile",
+    "research_rule",
+    "step_prompt",
+    "system_prompt",
+]
 
-@dataclass(frozen=True)
-class Budgets:
-    """Per-step limits. A research turn is one ``env.step`` call; tool calls count every call but the submission."""
+# "default": the full text for large models (rules in words, the tool schemas inlined as JSON).
+# "compact": for small models (<= 400 SmolLM2 tokens before any tool result): one line per tool, the
+# schemas reach the model only through ``tools=`` / the chat template, compact search results.
+PROMPT_PROFILES = ("default", "compact")
 
-    max_tool_calls: int = 8
-    max_turns: int = 10
 
-    def __post_init__(self) -> None:
-        if self.max_tool_calls < 0 or self.max_turns < 1:
-            raise ValueError("budgets need max_tool_calls >= 0 and max_turns >= 1")
+def check_profile(profile: str) -> str:
+    """``profile`` if it is one of :data:`PROMPT_PROFILES`, else a ConfigError naming them."""
+    if profile not in PROMPT_PROFILES:
+        raise ConfigError(f"prompt must be one of {PROMPT_PROFILES}, not {profile!r}")
+    return profile
 
 
 SYSTEM_PROMPT = """You are a careful forecaster. You will forecast the outcome of a question as of a fixed forecast date.
@@ -46,8 +56,7 @@ MEMORY_RULES = {
     "none": "- Each forecast date starts from scratch: nothing from earlier dates is carried over.",
     "notebook": (
         "- Memory: nothing from earlier forecast dates is carried over except your belief notebook. Pass it as the "
-        '`notebook` argument of submit_forecast: {"assessment": {label: probability}, "evidence": [{"claim": ..., '
-        '"date": "YYYY-MM-DD", "doc_ids": [...]}], "open_questions": [...]}. Keep it short; it is capped in size.'
+        f"`notebook` argument of submit_forecast: {schema_shape()}. Keep it short; it is capped in size."
     ),
 }
 
@@ -68,8 +77,48 @@ def research_rule(tool_names: list[str]) -> str:
     return f"- Use the tools to research: {listed}."
 
 
-def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
-    """The system message: rules, the memory mode's rules, the tool-call convention and the tool schemas."""
+COMPACT_SYSTEM_PROMPT = """Only news before the forecast date exists. Proper scoring: give honest probabilities.
+{tools_rule}
+{tools}{memory_rule}"""
+
+COMPACT_MEMORY_RULES = {
+    "none": "",
+    "notebook": f"\nThe next date sees only submit_forecast's notebook: {schema_shape(compact=True)}",
+}
+SUBMIT_PURPOSE = "probability per outcome label; ends the step"
+
+
+def tool_line(schema: dict[str, Any]) -> str:
+    """One line for a tool: ``- name(required, optional?): what it is for``."""
+    function = schema["function"]
+    parameters = function.get("parameters", {})
+    required = set(parameters.get("required", []))
+    arguments = ", ".join(
+        name if name in required else f"{name}?" for name in parameters.get("properties", {})
+    )
+    name = function["name"]
+    purpose = RESEARCH_TOOLS.get(name) or (SUBMIT_PURPOSE if name == "submit_forecast" else None)
+    if purpose is None:  # a tool this module has no phrase for: the first sentence of its description
+        purpose = function.get("description", "").strip().split(". ")[0].rstrip(".")
+    return f"- {name}({arguments}): {purpose}"
+
+
+def system_prompt(memory: str, schemas: list[dict[str, Any]], profile: str = "default") -> str:
+    """The system message of a prompt profile.
+
+    ``default``: rules, the memory mode's rules, the tool-call convention and the tool schemas as JSON.
+    ``compact``: a few lines, one per tool (its schema reaches the model through ``tools=``, never twice).
+
+    Args:
+        memory: ``none`` or ``notebook``.
+        schemas: the enabled tools' OpenAI schemas.
+        profile: one of :data:`PROMPT_PROFILES`.
+
+    Returns:
+        The system text.
+    """
+    if check_profile(profile) == "compact":
+        return compact_system_prompt(memory, schemas)
     names = [schema["function"]["name"] for schema in schemas]
     tools = "\n".join(json.dumps(schema["function"], ensure_ascii=False) for schema in schemas)
     example = (
@@ -85,6 +134,21 @@ def system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
     )
 
 
+def compact_system_prompt(memory: str, schemas: list[dict[str, Any]]) -> str:
+    """The compact profile's system message (see :func:`system_prompt`)."""
+    names = [schema["function"]["name"] for schema in schemas]
+    tools_rule = (
+        'Tools, called as <tool_call>{"name": ..., "arguments": {...}}</tool_call>:'
+        if any(name != "submit_forecast" for name in names)
+        else 'No research tools here: answer with <tool_call>{"name": "submit_forecast", "arguments": {...}}</tool_call>:'
+    )
+    return COMPACT_SYSTEM_PROMPT.format(
+        tools_rule=tools_rule,
+        tools="\n".join(tool_line(schema) for schema in schemas),
+        memory_rule=COMPACT_MEMORY_RULES[memory],
+    )
+
+
 def step_prompt(
     event: Event,
     step: int,
@@ -94,6 +158,7 @@ def step_prompt(
     notebook_note: str | None = None,
     *,
     show_episode_length: bool = False,
+    profile: str = "default",
 ) -> str:
     """The user message that opens step ``step`` of ``event``.
 
@@ -107,10 +172,15 @@ def step_prompt(
         show_episode_length: Say "step k of n" (an ablation only: by default the prompt never says
             how many steps the episode has or which is the last, since an episode that ends early
             tells that the question resolved early).
+        profile: one of :data:`PROMPT_PROFILES` (``compact``: the same facts in fewer words).
 
     Returns:
         The prompt text.
     """
+    if check_profile(profile) == "compact":
+        return compact_step_prompt(
+            event, step, budgets, memory, notebook, notebook_note, show_episode_length=show_episode_length
+        )
     cutoff = event.cutoffs[step]
     question, background, criteria = event.text_at(step)  # the texts as they stood at this cutoff
     lines = [
@@ -141,6 +211,40 @@ def step_prompt(
         else:
             lines.append("Your notebook from the previous forecast date:")
             lines.append(notebook.to_json())
+        if notebook_note:
+            lines.append(notebook_note)
+    return "\n".join(lines)
+
+
+def compact_step_prompt(
+    event: Event,
+    step: int,
+    budgets: Budgets,
+    memory: str,
+    notebook: Notebook | None,
+    notebook_note: str | None = None,
+    *,
+    show_episode_length: bool = False,
+) -> str:
+    """The compact profile's step prompt: the facts of :func:`step_prompt`, nothing else (same arguments)."""
+    cutoff = event.cutoffs[step]
+    question, background, criteria = event.text_at(step)
+    labels = ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
+    lines = [f"Question: {question}", f"Outcomes: {labels}"]
+    if background.strip():
+        lines.append(f"Background: {background.strip()}")
+    if criteria.strip():
+        lines.append(f"Resolution: {criteria.strip()}")
+    midnight = (cutoff.hour, cutoff.minute, cutoff.second, cutoff.microsecond) == (0, 0, 0, 0)
+    lines += [
+        # No close or resolution date, as in the default profile (nor, to save tokens, the opening date).
+        f"Forecast date: {cutoff.date().isoformat() if midnight else iso(cutoff)}"
+        + (f" (step {step + 1} of {event.n_steps})" if show_episode_length else "")
+        + ".",
+        f"Budget: {budgets.max_tool_calls} tool calls, {budgets.max_turns} turns.",
+    ]
+    if memory == "notebook":
+        lines.append("Notebook: " + ("(none)" if notebook is None else notebook.to_json()))
         if notebook_note:
             lines.append(notebook_note)
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import RecordFormatError as RecordFormatError
 from forecast_dojo.messages import ChatMessage
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import all_scores
@@ -31,10 +31,6 @@ STEP_RECORD_VERSION = 2
 Version 2 adds ``format_version``, ``rollout``, ``agent``, ``source`` and ``wall_time_s``."""
 
 NON_DETERMINISTIC_FIELDS = ("wall_time_s",)
-
-
-class RecordFormatError(ForecastDojoError, ValueError):
-    """A step record that cannot be read (unknown version, missing or wrong fields)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +93,8 @@ class StepRecord:
         agent: The agent's name where known (``run_metadata["agent"]`` or the reference forecaster's name).
         source: The event's source (e.g. ``forecastbench:manifold``, ``synthetic``).
         memory: ``none`` or ``notebook``; None for a reference forecast that no env produced.
+        prompt: The prompt profile the step was played in (``default`` or ``compact``; logs written
+            before profiles existed read as ``default``).
         messages: The step's whole transcript (system, prompt, turns, tool results).
         tools: The OpenAI tool schemas the agent was offered.
         tool_calls: Every call of the step, in order.
@@ -130,6 +128,7 @@ class StepRecord:
     agent: str | None = None
     source: str = ""
     memory: str | None = None
+    prompt: str = "default"
     messages: list[ChatMessage] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)

@@ -1,6 +1,7 @@
 """One way to build an environment (like ``gymnasium.envs.registration``): spec files, registration, ``make``.
 
-A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
+A spec is a TOML file (the repository's top-level ``envs/*.toml``, installed in the wheel as
+``forecast_dojo/envs/``)::
 
     name = "Synthetic-v0"            # registered as gymnasium id "forecast_dojo/Synthetic-v0"
     [data]                           # either a synthetic world ...
@@ -11,19 +12,30 @@ A spec is a TOML file (the package ships ``forecast_dojo/envs/*.toml``)::
     # events = "path/events.jsonl"   # ... or events + corpus on disk (relative to this file; $VARS and ~ expand)
     # corpus = "path/corpus_dir"
     # event_ids = ["id", ...]        # optional subset
+    # split = "train"                # train | eval | all; default: train (forecast-dojo run: eval)
     [env]
     retriever = "dense"              # dense | bm25 | hybrid
     memory = "none"                  # none | notebook
     reward = "brier"                 # brier | log | spherical
     tools = ["search", "read", "python", "submit_forecast"]
     # show_episode_length = false    # ablation only: tell the agent how many steps the episode has
+    prompt = "default"               # default | compact (small models: <= 400 SmolLM2 tokens before any tool result)
     [retriever]                      # options for make_retriever: index, nprobe, depth, rrf_k ...
     [budgets]
     max_tool_calls = 8
     max_turns = 10
 
+Every key is declared once, with its type and allowed values, in :data:`SPEC_KEYS`; a spec file is
+checked against it when it is read (unknown sections or keys, wrong types, unknown values and names
+that cannot be a gymnasium id are a :class:`SpecError` naming the file and the key), and the same
+checks run again on ``make``'s overrides. A spec in ``$FORECAST_DOJO_ENVS`` that fails them is
+skipped at import with a warning naming the file.
+
 ``make(spec_or_name, **overrides)`` builds the env: a :class:`DojoSpec`, a path to a spec file, a
-spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). Importing
+spec name (``"Synthetic-v0"``) or a gymnasium id (``"forecast_dojo/Synthetic-v0"``). The env holds
+one split of the events (``split``: a ``make``/``gym.make`` keyword, else the spec's ``split``, else
+``train``; :mod:`forecast_dojo.events.split` defines it), so ``reset(seed=...)`` never draws a
+held-out event; events that carry no split (a plain events file) are used whole. Importing
 ``forecast_dojo`` registers every shipped spec and every ``*.toml`` in the folders listed in
 ``FORECAST_DOJO_ENVS`` (``os.pathsep``-separated) as ``forecast_dojo/<name>``, with :func:`make` as
 the entry point, so ``gymnasium.make(id, **overrides)`` and ``make(id, **overrides)`` are the same.
@@ -35,14 +47,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.prompts import Budgets
+from forecast_dojo.budgets import Budgets
+from forecast_dojo.errors import ConfigError, SpecError
+from forecast_dojo.events.split import SPLITS
+from forecast_dojo.prompts import PROMPT_PROFILES
 from forecast_dojo.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -52,16 +69,169 @@ if TYPE_CHECKING:
 
 ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
-_TOP_KEYS = {"name", "description", "data", "env", "budgets", "retriever"}
-_ENV_KEYS = {"retriever", "memory", "reward", "tools", "show_episode_length"}
-_DATA_KEYS = {"world", "seed", "embedder", "train_events", "events", "corpus", "event_ids"}
+# A spec name becomes the gymnasium id ``forecast_dojo/<name>``: gymnasium's grammar, no '/' or spaces.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][\w.:-]*")
+SECTIONS = ("data", "env", "retriever", "budgets")
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
 
+__all__ = [
+    "SPEC_KEYS",
+    "DojoSpec",
+    "SpecError",
+    "SpecKey",
+    "make",
+    "register",
+    "register_specs",
+    "resolve_spec",
+]
 
-class SpecError(ForecastDojoError, ValueError):
-    """A spec that cannot be used; the message names the file (or spec) and the key."""
+
+def _memory_modes() -> tuple[str, ...]:
+    from forecast_dojo.env import MEMORY_MODES
+
+    return MEMORY_MODES
+
+
+def _scoring_rules() -> tuple[str, ...]:
+    from forecast_dojo.scoring import SCORING_RULES
+
+    return tuple(sorted(SCORING_RULES))
+
+
+def _retriever_kinds() -> tuple[str, ...]:
+    from forecast_dojo.corpus.retrieval import RETRIEVER_KINDS
+
+    return RETRIEVER_KINDS
+
+
+def _index_kinds() -> tuple[str, ...]:
+    from forecast_dojo.corpus.index import DENSE_KINDS
+
+    return ("auto", *DENSE_KINDS)
+
+
+@dataclass(frozen=True)
+class SpecKey:
+    """One key a spec file may hold: where it lives, what it holds and what it sets.
+
+    Attributes:
+        section: ``""`` for the top level, else ``data``, ``env``, ``retriever`` or ``budgets``.
+        key: The key's name in the file.
+        kind: ``str``, ``int``, ``seconds`` (a positive int or float), ``bool``, ``path`` (a string; relative to the spec's folder, ``~`` and
+            ``$VARS`` expand), ``str-list``, ``name`` (a gymnasium-id-safe string) or ``embedder``.
+        field: What it sets: a :class:`DojoSpec` field (``data``/``env``/top level), a
+            :class:`~forecast_dojo.prompts.Budgets` field (``budgets``), a ``make_retriever`` option
+            (``retriever``), or None (documentation only: ``description``).
+        choices: The allowed values (``str``) or list items (``str-list``), or a function returning them.
+        minimum: The smallest allowed value (``int``).
+        doc: What the key means.
+    """
+
+    section: str
+    key: str
+    kind: str
+    field: str | None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
+    minimum: int | None = None
+    doc: str = ""
+
+    @property
+    def where(self) -> str:
+        """How a message names the key: ``[env] memory`` or ``name``."""
+        return f"[{self.section}] {self.key}" if self.section else self.key
+
+    def allowed(self) -> tuple[str, ...] | None:
+        """The allowed values, computed when they come from another module."""
+        return self.choices() if callable(self.choices) else self.choices
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` for this key, or None when it is fine."""
+        kind = self.kind
+        if kind == "bool":
+            return None if isinstance(value, bool) else f"must be true or false, not {value!r}"
+        if kind == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"must be an integer, not {value!r}"
+            if self.minimum is not None and value < self.minimum:
+                return f"must be at least {self.minimum}, not {value!r}"
+            return None
+        if kind == "seconds":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                return f"must be a positive number of seconds, not {value!r}"
+            return None
+        if kind == "path":
+            return (
+                None
+                if isinstance(value, str | os.PathLike) and os.fspath(value)
+                else f"must be a path, not {value!r}"
+            )
+        if kind == "str-list":
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
+                return f"must be a list of non-empty strings, not {value!r}"
+            allowed = self.allowed()
+            unknown = [v for v in value if allowed is not None and v not in allowed]
+            return f"unknown {unknown}; known: {list(allowed or ())}" if unknown else None
+        if not isinstance(value, str) or not value:
+            return f"must be a non-empty string, not {value!r}"
+        if kind == "name" and not NAME_PATTERN.fullmatch(value):
+            return (
+                f"{value!r} cannot be a gymnasium id (letters, digits, '_', '-', '.', ':'; no '/' or spaces)"
+            )
+        if kind == "embedder":
+            from forecast_dojo.corpus.embedders import check_embedder_name
+
+            try:
+                check_embedder_name(value)
+            except ConfigError as err:
+                return str(err)
+        allowed = self.allowed()
+        if allowed is not None and value not in allowed:
+            return f"unknown {self.key} {value!r}; known: {list(allowed)}"
+        return None
+
+
+# Every key of a spec file, in one table: add a key here (and the DojoSpec field it sets).
+SPEC_KEYS: tuple[SpecKey, ...] = (
+    SpecKey("", "name", "name", "name", doc="the spec's name; gymnasium id forecast_dojo/<name>"),
+    SpecKey("", "description", "str", None, doc="one line for people"),
+    SpecKey("data", "world", "str", "world", ("synthetic",), doc="the embedded synthetic world"),
+    SpecKey("data", "seed", "int", "seed", minimum=0, doc="the synthetic world's seed"),
+    SpecKey(
+        "data", "embedder", "embedder", "embedder", doc="embedder name (synthetic world, or the query side)"
+    ),
+    SpecKey(
+        "data", "train_events", "int", "train_events", minimum=0, doc="synthetic: extra training-only events"
+    ),
+    SpecKey("data", "events", "path", "events", doc="events file (.jsonl or .parquet)"),
+    SpecKey("data", "corpus", "path", "corpus", doc="corpus directory"),
+    SpecKey("data", "event_ids", "str-list", "event_ids", doc="a subset of the events"),
+    SpecKey("data", "split", "str", "split", SPLITS, doc="which part of the events the env holds"),
+    SpecKey("env", "retriever", "str", "retriever", _retriever_kinds, doc="dense | bm25 | hybrid"),
+    SpecKey("env", "memory", "str", "memory", _memory_modes, doc="none | notebook"),
+    SpecKey("env", "reward", "str", "reward", _scoring_rules, doc="brier | log | spherical"),
+    SpecKey("env", "tools", "str-list", "tools", TOOL_NAMES, doc="enabled tools (submit_forecast always)"),
+    SpecKey(
+        "env", "show_episode_length", "bool", "show_episode_length", doc="ablation: reveal the step count"
+    ),
+    SpecKey("env", "prompt", "str", "prompt", PROMPT_PROFILES, doc="prompt profile: default | compact"),
+    SpecKey("retriever", "index", "str", "index", _index_kinds, doc="dense index kind"),
+    SpecKey("retriever", "nprobe", "int", "nprobe", minimum=0, doc="IVF lists probed (0: calibrated)"),
+    SpecKey(
+        "retriever", "exact_below", "int", "exact_below", minimum=0, doc="exact scan under this many rows"
+    ),
+    SpecKey("retriever", "rerank", "int", "rerank", minimum=0, doc="candidates re-scored exactly"),
+    SpecKey("retriever", "depth", "int", "depth", minimum=1, doc="hybrid: candidates per retriever"),
+    SpecKey("retriever", "rrf_k", "int", "rrf_k", minimum=1, doc="hybrid: reciprocal-rank-fusion k"),
+    SpecKey("retriever", "verify", "bool", "verify", doc="hash the index files when loading"),
+    SpecKey("budgets", "max_tool_calls", "int", "max_tool_calls", minimum=0, doc="tool calls per step"),
+    SpecKey("budgets", "max_turns", "int", "max_turns", minimum=1, doc="turns per step"),
+    SpecKey(
+        "budgets", "max_python_seconds", "seconds", "max_python_seconds", doc="python wall clock per step"
+    ),
+)
+_KEYS = {(k.section, k.key): k for k in SPEC_KEYS}
 
 
 @dataclass(frozen=True)
@@ -77,6 +247,7 @@ class DojoSpec:
         events: The events file.
         corpus: The corpus directory.
         event_ids: Optional subset of event ids.
+        split: ``train``, ``eval`` or ``all``: the part of the events the env holds (None: ``make``'s default).
         retriever: ``dense``, ``bm25`` or ``hybrid``.
         retriever_options: Keyword options for ``make_retriever``.
         memory: ``none`` or ``notebook``.
@@ -84,6 +255,7 @@ class DojoSpec:
         tools: The enabled tools (``submit_forecast`` always).
         budgets: Per-step budgets.
         show_episode_length: Ablation: show the number of steps to the agent.
+        prompt: The prompt profile, ``default`` or ``compact`` (:data:`forecast_dojo.prompts.PROMPT_PROFILES`).
         source: The file the spec was read from.
     """
 
@@ -95,6 +267,7 @@ class DojoSpec:
     events: Path | None = None
     corpus: Path | None = None
     event_ids: tuple[str, ...] | None = None
+    split: str | None = None
     retriever: str = "dense"
     retriever_options: dict[str, Any] = field(default_factory=dict)
     memory: str = "none"
@@ -102,6 +275,7 @@ class DojoSpec:
     tools: tuple[str, ...] = TOOL_NAMES
     budgets: Budgets = field(default_factory=Budgets)
     show_episode_length: bool = False
+    prompt: str = "default"
     source: Path | None = None
 
     @property
@@ -128,55 +302,109 @@ class DojoSpec:
             raw = tomllib.loads(path.read_text())
         except tomllib.TOMLDecodeError as err:
             raise SpecError(f"{path}: not valid TOML ({err})") from err
-        unknown = set(raw) - _TOP_KEYS
-        if unknown:
-            raise SpecError(f"{path}: unknown top-level keys {sorted(unknown)}")
-        data, env, budgets = raw.get("data", {}), raw.get("env", {}), raw.get("budgets", {})
-        for section, allowed, values in (("data", _DATA_KEYS, data), ("env", _ENV_KEYS, env)):
-            if set(values) - allowed:
-                raise SpecError(f"{path}: unknown keys in [{section}]: {sorted(set(values) - allowed)}")
-        if "name" not in raw:
+        except UnicodeDecodeError as err:
+            raise SpecError(f"{path}: not UTF-8 text ({err})") from err
+        tables: dict[str, dict[str, Any]] = {}
+        values: dict[tuple[str, str], Any] = {}
+        unknown_top = [k for k in raw if k not in SECTIONS and ("", k) not in _KEYS]
+        if unknown_top:
+            raise SpecError(f"{path}: unknown top-level keys {sorted(unknown_top)}; known: {_known('')}")
+        for key, value in raw.items():
+            if key in SECTIONS:
+                if not isinstance(value, dict):
+                    raise SpecError(f"{path}: {key} must be a table ([{key}]), not {value!r}")
+                unknown = sorted(k for k in value if (key, k) not in _KEYS)
+                if unknown:
+                    raise SpecError(f"{path}: unknown keys in [{key}]: {unknown}; known: {_known(key)}")
+                tables[key] = value
+                values.update({(key, k): v for k, v in value.items()})
+            else:
+                values[("", key)] = value
+        if ("", "name") not in values:
             raise SpecError(f"{path}: missing 'name'")
+        for where, value in values.items():
+            problem = _KEYS[where].problem(value)
+            if problem is not None:
+                raise SpecError(f"{path}: {_KEYS[where].where}: {problem}")
 
-        def resolve(value: str | None) -> Path | None:
-            if value is None:
-                return None
+        def resolve(value: str) -> Path:
             expanded = Path(os.path.expanduser(os.path.expandvars(value)))
             return expanded if expanded.is_absolute() else (path.parent / expanded).resolve()
 
+        fields_ = {f.name for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {"source": path}
+        for (section, _), value in values.items():
+            spec_key = _KEYS[(section, _)]
+            if section in ("retriever", "budgets") or spec_key.field is None:
+                continue
+            if spec_key.field not in fields_:
+                raise SpecError(f"{path}: {spec_key.where} is not supported by this version of forecast_dojo")
+            if spec_key.kind == "path":
+                value = resolve(value)
+            elif spec_key.kind == "str-list":
+                value = tuple(value)
+            kwargs[spec_key.field] = value
+        kwargs["retriever_options"] = dict(tables.get("retriever", {}))
         try:
-            spec = cls(
-                name=raw["name"],
-                world=data.get("world"),
-                seed=int(data.get("seed", 0)),
-                embedder=data.get("embedder"),
-                train_events=data.get("train_events", 0),
-                events=resolve(data.get("events")),
-                corpus=resolve(data.get("corpus")),
-                event_ids=tuple(data["event_ids"]) if "event_ids" in data else None,
-                retriever=env.get("retriever", "dense"),
-                retriever_options=dict(raw.get("retriever", {})),
-                memory=env.get("memory", "none"),
-                reward=env.get("reward", "brier"),
-                tools=tuple(env.get("tools", TOOL_NAMES)),
-                budgets=Budgets(**budgets),
-                show_episode_length=bool(env.get("show_episode_length", False)),
-                source=path,
+            kwargs["budgets"] = Budgets(
+                **{str(_KEYS[("budgets", k)].field): v for k, v in tables.get("budgets", {}).items()}
             )
         except (TypeError, ValueError) as err:
-            raise SpecError(f"{path}: {err}") from err
+            raise SpecError(f"{path}: [budgets]: {err}") from err
+        spec = cls(**kwargs)
         spec.validate()
         return spec
 
     def validate(self) -> None:
-        """Check that the data sources are consistent.
+        """Check every value against :data:`SPEC_KEYS` and that the data sources are consistent.
+
+        Also run by :func:`make` after its overrides, so ``make(spec, memory="x")`` fails the same way.
 
         Raises:
-            SpecError: An unknown world, or neither/both of a world and events + corpus.
+            SpecError: A value of the wrong type or not allowed (naming the spec and the key), an
+                unknown world, neither/both of a world and events + corpus, tools without
+                ``submit_forecast``, dense-index options for the bm25 retriever.
         """
         where = str(self.source or self.name)
-        if self.world is not None and self.world != "synthetic":
-            raise SpecError(f"{where}: unknown world {self.world!r} (known: 'synthetic')")
+        own = {f.name for f in dataclasses.fields(self)}
+        for spec_key in SPEC_KEYS:
+            if spec_key.section in ("retriever", "budgets") or spec_key.field not in own:
+                continue
+            value = getattr(self, spec_key.field)
+            if value is None or (spec_key.kind == "path" and isinstance(value, Path)):
+                continue
+            problem = spec_key.problem(value)
+            if problem is not None:
+                raise SpecError(f"{where}: {spec_key.where}: {problem}")
+        if not isinstance(self.retriever_options, dict):
+            raise SpecError(f"{where}: [retriever] must be a table, not {self.retriever_options!r}")
+        for option, value in self.retriever_options.items():
+            option_key = _KEYS.get(("retriever", option))
+            if option_key is None:
+                raise SpecError(
+                    f"{where}: unknown keys in [retriever]: {[option]}; known: {_known('retriever')}"
+                )
+            problem = option_key.problem(value)
+            if problem is not None:
+                raise SpecError(f"{where}: {option_key.where}: {problem}")
+        if self.retriever == "bm25" and set(self.retriever_options) - {"verify"}:
+            options = sorted(set(self.retriever_options) - {"verify"})
+            raise SpecError(
+                f"{where}: [retriever] {options}: the bm25 retriever takes no dense-index options"
+            )
+        if not isinstance(self.budgets, Budgets):
+            raise SpecError(f"{where}: budgets must be a Budgets, not {self.budgets!r}")
+        for spec_key in SPEC_KEYS:
+            if (
+                spec_key.section == "budgets"
+                and spec_key.field is not None
+                and hasattr(self.budgets, spec_key.field)
+            ):
+                problem = spec_key.problem(getattr(self.budgets, spec_key.field))
+                if problem is not None:
+                    raise SpecError(f"{where}: {spec_key.where}: {problem}")
+        if "submit_forecast" not in self.tools:
+            raise SpecError(f"{where}: [env] tools: must include 'submit_forecast', got {list(self.tools)}")
         if self.world is None and (self.events is None or self.corpus is None):
             raise SpecError(f"{where}: give either world = 'synthetic' or both events and corpus")
         if self.world is not None and (self.events is not None or self.corpus is not None):
@@ -188,10 +416,27 @@ class DojoSpec:
             raise SpecError(f"{where}: train_events needs world = 'synthetic'")
 
 
+def _known(section: str) -> list[str]:
+    keys = [k.key for k in SPEC_KEYS if k.section == section]
+    return keys + list(SECTIONS) if section == "" else keys
+
+
+def builtin_specs_folder() -> Path:
+    """Where the shipped specs are.
+
+    ``forecast_dojo/envs/`` in a wheel; ``envs/`` beside the package (the repository's top-level
+    ``envs/``) in a source checkout or an editable install.
+    """
+    packaged = resources.files("forecast_dojo") / "envs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parent.parent / "envs"
+
+
 def builtin_spec_paths() -> list[Path]:
-    """The spec files shipped inside the package (``forecast_dojo/envs/*.toml``)."""
-    folder = resources.files("forecast_dojo") / "envs"
-    return sorted(Path(str(p)) for p in folder.iterdir() if p.name.endswith(".toml"))
+    """The shipped spec files (:func:`builtin_specs_folder`), sorted."""
+    folder = builtin_specs_folder()
+    return sorted(folder.glob("*.toml")) if folder.is_dir() else []
 
 
 def _spec_paths() -> list[Path]:
@@ -253,26 +498,106 @@ def _corpus(path: Path) -> Corpus:
     return _corpora[key]
 
 
-def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastDojoEnv:
+def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
+    """The events file and corpus directory of a spec; the synthetic world is built (or found cached) first.
+
+    Raises:
+        SpecError: The spec's events file or corpus does not exist; the message says which command builds it.
+    """
+    if spec.world == "synthetic":
+        from forecast_dojo.synthetic import ensure_synthetic_world
+
+        paths = ensure_synthetic_world(
+            spec.seed, embedder=spec.embedder or "minilm", train_events=spec.train_events
+        )
+        return paths.events_path, paths.corpus_dir
+    assert spec.events is not None and spec.corpus is not None
+    where = str(spec.source or spec.name)
+    if not spec.corpus.is_dir():
+        raise SpecError(
+            f"{where}: corpus {spec.corpus} is not built; build it with "
+            f"'forecast-dojo corpus build --source ... --input ... --out {spec.corpus}' (README, 'Real data')"
+        )
+    if not spec.events.is_file():
+        raise SpecError(
+            f"{where}: events file {spec.events} is not built; build it with "
+            f"'forecast-dojo events build ... --corpus {spec.corpus} --out {spec.events.parent}' (README, 'Real data')"
+        )
+    return spec.events, spec.corpus
+
+
+def spec_event_ids(spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train") -> list[str]:
+    """The ids of the events a spec's env holds, read from its events file alone (no corpus, no embedder).
+
+    Args:
+        spec: A :class:`DojoSpec`, a spec file, a spec name or a gymnasium id.
+        default_split: The split when the spec names none (as :func:`make`'s).
+
+    Returns:
+        The event ids of the spec's split in file order (the spec's ``event_ids`` subset when it has one).
+
+    Raises:
+        SpecError: The events or corpus are not built, or ``event_ids`` names events the split lacks.
+        SplitError: ``train``/``eval`` of events that carry no split.
+    """
+    resolved = resolve_spec(spec)
+    resolved.validate()
+    events_path, _ = _data_paths(resolved)
+    return [e.id for e in _split_events(resolved, events_path, default_split)[0]]
+
+
+def _split_events(spec: DojoSpec, events_path: Path, default_split: str) -> tuple[list[Any], str]:
+    """The events of the spec's split (then its ``event_ids`` subset), and the split's name."""
+    from forecast_dojo.events.split import select_split
+    from forecast_dojo.schema import load_events
+
+    events, split = select_split(
+        load_events(events_path),
+        spec.split,
+        synthetic=spec.world == "synthetic",
+        events_path=events_path,
+        default=default_split,
+    )
+    if spec.event_ids is None:
+        return events, split
+    wanted = set(spec.event_ids)
+    missing = wanted - {e.id for e in events}
+    if missing:
+        raise SpecError(
+            f"{spec.name}: event ids not in the {split} split of {events_path}: {sorted(missing)[:5]}"
+        )
+    return [e for e in events if e.id in wanted], split
+
+
+def make(
+    spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train", **overrides: Any
+) -> ForecastDojoEnv:
     """Build the env a spec describes.
 
     Args:
         spec: A :class:`DojoSpec`, a spec file, a spec name (``"Synthetic-v0"``) or a gymnasium id.
-        **overrides: Spec fields (``memory``, ``reward``, ``retriever``, ``seed``, ``embedder``,
-            ``budgets``, ``tools``, ``show_episode_length``...), the budget fields ``max_tool_calls`` and
-            ``max_turns``, or env constructor arguments (``log_dir``, ``python_runner``,
-            ``render_mode``, ``run_metadata``).
+        default_split: The split when neither ``split`` nor the spec names one (``forecast-dojo run``
+            passes ``eval``).
+        **overrides: Spec fields (``split``, ``memory``, ``reward``, ``retriever``, ``seed``,
+            ``embedder``, ``budgets``, ``tools``, ``show_episode_length``, ``prompt``...), the budget fields
+            ``max_tool_calls``, ``max_turns`` and ``max_python_seconds``, or env constructor arguments
+            (``log_dir``, ``python_runner``, ``render_mode``, ``run_metadata``).
 
     Returns:
-        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers).
+        The environment (unwrapped; ``gymnasium.make`` adds its usual wrappers) over the events of
+        its split (:func:`forecast_dojo.events.split.select_split`).
+
+    Raises:
+        SpecError: A bad override, data that is not built, event ids the spec names that its split lacks.
+        SplitError: ``train``/``eval`` of events that carry no split.
     """
     from forecast_dojo.corpus.retrieval import make_retriever
     from forecast_dojo.env import ForecastDojoEnv
-    from forecast_dojo.schema import load_events
 
     resolved = resolve_spec(spec)
     spec_fields = {f.name for f in dataclasses.fields(DojoSpec)}
-    budget_overrides = {k: overrides.pop(k) for k in ("max_tool_calls", "max_turns") if k in overrides}
+    budget_keys = ("max_tool_calls", "max_turns", "max_python_seconds")
+    budget_overrides = {k: overrides.pop(k) for k in budget_keys if k in overrides}
     resolved = dataclasses.replace(
         resolved, **{k: overrides.pop(k) for k in list(overrides) if k in spec_fields}
     )
@@ -281,23 +606,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             resolved, budgets=dataclasses.replace(resolved.budgets, **budget_overrides)
         )
     resolved.validate()
-    if resolved.world == "synthetic":
-        from forecast_dojo.synthetic import ensure_synthetic_world
-
-        paths = ensure_synthetic_world(
-            resolved.seed, embedder=resolved.embedder or "minilm", train_events=resolved.train_events
-        )
-        events_path, corpus_path = paths.events_path, paths.corpus_dir
-    else:
-        assert resolved.events is not None and resolved.corpus is not None
-        events_path, corpus_path = resolved.events, resolved.corpus
-    events = load_events(events_path)
-    if resolved.event_ids is not None:
-        wanted = set(resolved.event_ids)
-        missing = wanted - {e.id for e in events}
-        if missing:
-            raise SpecError(f"{resolved.name}: event ids not in {events_path}: {sorted(missing)[:5]}")
-        events = [e for e in events if e.id in wanted]
+    events_path, corpus_path = _data_paths(resolved)
+    events, split = _split_events(resolved, events_path, default_split)
     corpus = _corpus(corpus_path)
     embedder = _embedder(resolved.embedder or corpus.embedder_name)
     retriever = make_retriever(resolved.retriever, corpus, embedder, **resolved.retriever_options)
@@ -310,6 +620,7 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
             "events": str(events_path),
             "corpus": str(corpus_path),
             "retriever": resolved.retriever,
+            "split": split,
         },
         **overrides.pop("run_metadata", {}),
     }
@@ -322,6 +633,8 @@ def make(spec: DojoSpec | str | os.PathLike[str], **overrides: Any) -> ForecastD
         budgets=resolved.budgets,
         tools=resolved.tools,
         show_episode_length=resolved.show_episode_length,
+        split=split,
+        prompt=resolved.prompt,
         run_metadata=metadata,
         **overrides,
     )
@@ -347,6 +660,9 @@ def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) ->
         name = _spec_name(path)
         if name is None:
             raise SpecError(f"{path}: not a spec file with a 'name'")
+        problem = _KEYS[("", "name")].problem(name)
+        if problem is not None:
+            raise SpecError(f"{path}: name: {problem}")
         env_id, target = f"{ENV_NAMESPACE}/{name}", str(path)
     if env_id in gym.registry and not force:
         return env_id
@@ -359,11 +675,17 @@ def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) ->
 def register_specs() -> list[str]:
     """Register every shipped spec and every spec in ``$FORECAST_DOJO_ENVS`` (first name wins).
 
+    A spec file that does not pass :meth:`DojoSpec.from_toml` is skipped with a warning naming it
+    (so one bad file in ``$FORECAST_DOJO_ENVS`` cannot break ``import forecast_dojo``).
+
     Returns:
         The gymnasium ids, in registration order.
     """
     ids = []
     for path in _spec_paths():
-        if _spec_name(path) is not None:
+        try:
+            DojoSpec.from_toml(path)
             ids.append(register(path))
+        except (SpecError, OSError) as err:
+            warnings.warn(f"forecast_dojo: skipping spec file {path}: {err}", stacklevel=2)
     return ids

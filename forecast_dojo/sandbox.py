@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import glob
 import importlib.metadata
 import itertools
 import math
@@ -27,15 +29,19 @@ import re
 import selectors
 import shutil
 import signal
+import socket
+import stat
 import struct
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from forecast_dojo.errors import ConfigError, SandboxUnavailableError
 
 __all__ = [
     "ALLOWED_DISTRIBUTIONS",
@@ -51,7 +57,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SandboxResult:
     """Outcome of one sandboxed run, shaped so the tool layer can show it to the agent verbatim."""
 
@@ -64,7 +70,7 @@ class SandboxResult:
     error: str | None  # sandbox unavailable (fail closed) or a limit was hit, phrased for the agent
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SandboxLimits:
     """Resource limits for one run; defaults suit short numeric forecasting scripts."""
 
@@ -86,18 +92,18 @@ class SandboxLimits:
             ValueError: a limit is non-positive, not finite, or too small for the interpreter.
         """
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ValueError(f"timeout_s must be a positive finite number, got {self.timeout_s!r}")
+            raise ConfigError(f"timeout_s must be a positive finite number, got {self.timeout_s!r}")
         if self.memory_mb < 64:
-            raise ValueError(
+            raise ConfigError(
                 f"memory_mb must be at least 64 (the interpreter needs it), got {self.memory_mb}"
             )
         if self.max_open_files < 16:
-            raise ValueError(
+            raise ConfigError(
                 f"max_open_files must be at least 16 (the interpreter needs it), got {self.max_open_files}"
             )
         for name in ("max_output_bytes", "max_code_bytes", "max_processes"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
 
 DEFAULT_LIMITS = SandboxLimits()
@@ -163,7 +169,7 @@ BOOTSTRAP_MARKER = "# forecast_dojo.sandbox bootstrap"
 _BOOTSTRAP = (
     BOOTSTRAP_MARKER
     + """
-import resource, sys, time
+import _socket, os, resource, sys, time
 time.time()  # libfaketime reads FAKETIME now, before the agent's code could change the environment
 _as, _cpu, _fsize, _nproc, _nofile = (int(v) for v in sys.argv[1:6])
 sys.path[:] = sys.argv[6:]
@@ -179,8 +185,16 @@ for _kind, _soft, _hard in (
 ):
     resource.setrlimit(_kind, (_soft, _hard))
 _source = sys.stdin.buffer.read().decode("utf-8")
+# The code arrived on an anonymous file whose inode carries the real time: stdin becomes the read end of
+# an AF_UNIX socket whose peer is closed (at EOF, and a socket's inode carries no time).
+_ends = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+os.dup2(_ends[0].fileno(), 0)
+for _end in _ends:
+    _end.close()
+# The private /tmp was mounted just now: give it the fixed time of the other mount points.
+os.utime("/tmp", (_FIXED_TIME, _FIXED_TIME))
 sys.argv[:] = ["<agent>"]
-del _as, _cpu, _fsize, _nproc, _nofile, _kind, _soft, _hard, resource, time
+del _as, _cpu, _fsize, _nproc, _nofile, _kind, _soft, _hard, _ends, _end, _socket, os, resource, time
 
 
 def _report(exc, tb):
@@ -206,15 +220,17 @@ except SystemExit:
 except BaseException as _exc:
     _report(_exc, _exc.__traceback__.tb_next)
 """
-)
+).replace("_FIXED_TIME", str(int(DEFAULT_NOW.timestamp())))
 
 # --- seccomp ---------------------------------------------------------------------------------------------
 # A classic-BPF filter handed to bwrap via --seccomp. It denies (EPERM) every way to create a task, every
-# way to create memory that RLIMIT_AS does not count (memfd, SysV shared memory, message queues), and a
-# list of kernel interfaces sandboxed numeric code never needs. socket()/socketpair() succeed only for
-# AF_UNIX (the network namespace does not cover AF_VSOCK, for one). Task creation must be denied because
-# the kernel exempts host uid 0 from RLIMIT_NPROC, so without this a fork or thread bomb would be bounded
-# only by the host's pid space.
+# way to create memory that RLIMIT_AS does not count (memfd, SysV shared memory, message queues, extended
+# attributes), every kernel interface that tells the real date despite libfaketime (NTP state, socket
+# timestamps, absolute waits against the real-time clock, timerfds, fresh pipe inodes), and a list of
+# kernel interfaces sandboxed numeric code never needs. socket()/socketpair() succeed only for AF_UNIX (the
+# network namespace does not cover AF_VSOCK, for one). Task creation must be denied because the kernel
+# exempts host uid 0 from RLIMIT_NPROC, so without this a fork or thread bomb would be bounded only by the
+# host's pid space.
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _X32_SYSCALL_BIT = 0x40000000
 _SECCOMP_RET_KILL_PROCESS = 0x80000000
@@ -224,12 +240,19 @@ _EPERM = 1
 _EAFNOSUPPORT = 97
 _AF_UNIX = 1
 _BPF_LD_W_ABS = 0x20
+_BPF_ALU_AND_K = 0x54
 _BPF_JEQ_K = 0x15
 _BPF_JGE_K = 0x35
+_BPF_JSET_K = 0x45
 _BPF_RET_K = 0x06
 _SECCOMP_DATA_NR = 0
 _SECCOMP_DATA_ARCH = 4
-_SECCOMP_DATA_ARG0_LOW = 16  # args[0] is 64 bits; the socket domain is an int, its low half (little-endian)
+
+
+def _arg_low(index: int) -> int:
+    """Offset of the low 32 bits of syscall argument ``index`` in ``struct seccomp_data`` (little-endian)."""
+    return 16 + 8 * index
+
 
 # x86_64 syscall numbers (asm/unistd_64.h) whose first argument is a socket family.
 _SOCKET_SYSCALLS_X86_64: dict[str, int] = {"socket": 41, "socketpair": 53}
@@ -241,7 +264,8 @@ _DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "fork": 57,
     "vfork": 58,
     "clone3": 435,
-    # memory outside RLIMIT_AS: memfd, SysV shared memory/semaphores/message queues, POSIX queues
+    # memory outside RLIMIT_AS: memfd, SysV shared memory/semaphores/message queues, POSIX queues, and
+    # extended attributes (tmpfs keeps them in kernel memory that its size= does not count)
     "memfd_create": 319,
     "memfd_secret": 447,
     "shmget": 29,
@@ -262,6 +286,21 @@ _DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "mq_timedreceive": 243,
     "mq_notify": 244,
     "mq_getsetattr": 245,
+    "setxattr": 188,
+    "lsetxattr": 189,
+    "fsetxattr": 190,
+    "setxattrat": 463,
+    # the real date: NTP state (struct timex holds the time), timerfds (an absolute real-time timer
+    # tells whether a guessed date has passed), futex_waitv (absolute timeouts on a chosen clock) and
+    # pipes (a fresh pipe's inode carries the real time; AF_UNIX socket inodes carry none)
+    "adjtimex": 159,
+    "clock_adjtime": 305,
+    "timerfd_create": 283,
+    "timerfd_settime": 286,
+    "timerfd_gettime": 287,
+    "futex_waitv": 449,
+    "pipe": 22,
+    "pipe2": 293,
     # kernel interfaces numeric code never needs
     "ptrace": 101,
     "syslog": 103,
@@ -310,9 +349,49 @@ _DENIED_SYSCALLS_X86_64: dict[str, int] = {
     "mount_setattr": 442,
 }
 
+# Calls denied (EPERM) only for some arguments: each reveals the real date when used that way.
+_SOL_SOCKET = 1
+# SO_TIMESTAMP{,NS,ING}_OLD and _NEW: received datagrams carry the real time of arrival (asm-generic/socket.h).
+_TIMESTAMP_SOCKOPTS = (29, 35, 37, 63, 64, 65)
+_TIMER_ABSTIME = 1
+# CLOCK_REALTIME, CLOCK_REALTIME_ALARM, CLOCK_TAI: clocks whose absolute value is the date.
+_REALTIME_CLOCKS = (0, 8, 11)
+_FUTEX_CLOCK_REALTIME = 256
+_FUTEX_CMD_MASK = 127
+_FUTEX_LOCK_PI = 6  # its timeout is always absolute on CLOCK_REALTIME
+_SETSOCKOPT, _CLOCK_NANOSLEEP, _TIMER_SETTIME, _FUTEX = 54, 230, 223, 202
+_ARGUMENT_CHECKED_SYSCALLS_X86_64: dict[str, int] = {
+    "setsockopt": _SETSOCKOPT,  # level SOL_SOCKET and a timestamping option
+    "clock_nanosleep": _CLOCK_NANOSLEEP,  # TIMER_ABSTIME on a real-time clock
+    "timer_settime": _TIMER_SETTIME,  # TIMER_ABSTIME (the timer's clock is not visible to the filter)
+    "futex": _FUTEX,  # FUTEX_CLOCK_REALTIME or FUTEX_LOCK_PI
+}
 
-def _bpf(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
+
+class _Assembler:
+    """Classic BPF with forward jumps to named labels (resolved at :meth:`program`)."""
+
+    def __init__(self) -> None:
+        self.insns: list[tuple[int, int | str, int | str, int]] = []
+        self.labels: dict[str, int] = {}
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.insns)
+
+    def op(self, code: int, k: int, jt: int | str = 0, jf: int | str = 0) -> None:
+        self.insns.append((code, jt, jf, k))
+
+    def program(self) -> bytes:
+        out = []
+        for at, (code, jt, jf, k) in enumerate(self.insns):
+            offsets = []
+            for target in (jt, jf):
+                offset = target if isinstance(target, int) else self.labels[target] - at - 1
+                if not 0 <= offset <= 255:
+                    raise OSError(f"seccomp jump out of range ({offset})")
+                offsets.append(offset)
+            out.append(struct.pack("=HBBI", code, offsets[0], offsets[1], k))
+        return b"".join(out)
 
 
 def seccomp_program() -> bytes:
@@ -326,50 +405,57 @@ def seccomp_program() -> bytes:
     """
     machine = platform.machine()
     if machine not in ("x86_64", "AMD64"):
-        raise OSError(f"no seccomp filter is defined for architecture {machine!r}")
-    denied = sorted(set(_DENIED_SYSCALLS_X86_64.values()))
-    sockets = sorted(set(_SOCKET_SYSCALLS_X86_64.values()))
-    # Layout (BPF jumps go forward only):
-    #   [0] load arch  [1] x86_64? skip : fall  [2] kill  [3] load nr  [4] x32 ABI? -> deny
-    #   [5 ..]              socket nrs -> socket_check
-    #   [5 + s ..]          denied nrs -> deny
-    #   allow_1             allow
-    #   socket_check        load args[0]; AF_UNIX? -> allow_2 : fall; errno EAFNOSUPPORT
-    #   allow_2             allow
-    #   deny                errno EPERM
-    first_check = 5
-    allow_1 = first_check + len(sockets) + len(denied)
-    socket_check = allow_1 + 1
-    allow_2 = socket_check + 3
-    deny = allow_2 + 1
+        raise SandboxUnavailableError(f"no seccomp filter is defined for architecture {machine!r}")
+    asm = _Assembler()
+    asm.op(_BPF_LD_W_ABS, _SECCOMP_DATA_ARCH)
+    asm.op(_BPF_JEQ_K, _AUDIT_ARCH_X86_64, 1, 0)
+    asm.op(_BPF_RET_K, _SECCOMP_RET_KILL_PROCESS)
+    asm.op(_BPF_LD_W_ABS, _SECCOMP_DATA_NR)
+    asm.op(_BPF_JGE_K, _X32_SYSCALL_BIT, "deny")
+    for nr in sorted(set(_SOCKET_SYSCALLS_X86_64.values())):
+        asm.op(_BPF_JEQ_K, nr, "socket")
+    for nr in sorted(set(_ARGUMENT_CHECKED_SYSCALLS_X86_64.values())):
+        asm.op(_BPF_JEQ_K, nr, f"args_{nr}")
+    for nr in sorted(set(_DENIED_SYSCALLS_X86_64.values())):
+        asm.op(_BPF_JEQ_K, nr, "deny")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
 
-    def jump(at: int, target: int) -> int:
-        offset = target - at - 1
-        if not 0 <= offset <= 255:
-            raise OSError(f"seccomp jump out of range ({offset})")
-        return offset
+    asm.label("socket")  # only AF_UNIX sockets
+    asm.op(_BPF_LD_W_ABS, _arg_low(0))
+    asm.op(_BPF_JEQ_K, _AF_UNIX, "allow")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ERRNO | _EAFNOSUPPORT)
 
-    program = [
-        _bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_ARCH),
-        _bpf(_BPF_JEQ_K, 1, 0, _AUDIT_ARCH_X86_64),
-        _bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_KILL_PROCESS),
-        _bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_NR),
-        _bpf(_BPF_JGE_K, jump(4, deny), 0, _X32_SYSCALL_BIT),
-    ]
-    for nr in sockets:
-        program.append(_bpf(_BPF_JEQ_K, jump(len(program), socket_check), 0, nr))
-    for nr in denied:
-        program.append(_bpf(_BPF_JEQ_K, jump(len(program), deny), 0, nr))
-    assert len(program) == allow_1
-    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
-    program.append(_bpf(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_ARG0_LOW))
-    program.append(_bpf(_BPF_JEQ_K, jump(socket_check + 1, allow_2), 0, _AF_UNIX))
-    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _EAFNOSUPPORT))
-    assert len(program) == allow_2
-    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))
-    program.append(_bpf(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _EPERM))
-    assert len(program) == deny + 1
-    return b"".join(program)
+    asm.label(f"args_{_SETSOCKOPT}")  # setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP*, ...)
+    asm.op(_BPF_LD_W_ABS, _arg_low(1))
+    asm.op(_BPF_JEQ_K, _SOL_SOCKET, 0, "allow")
+    asm.op(_BPF_LD_W_ABS, _arg_low(2))
+    for option in _TIMESTAMP_SOCKOPTS:
+        asm.op(_BPF_JEQ_K, option, "deny")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+
+    asm.label(f"args_{_CLOCK_NANOSLEEP}")  # clock_nanosleep(realtime clock, TIMER_ABSTIME, ...)
+    asm.op(_BPF_LD_W_ABS, _arg_low(1))
+    asm.op(_BPF_JSET_K, _TIMER_ABSTIME, 0, "allow")
+    asm.op(_BPF_LD_W_ABS, _arg_low(0))
+    for clock in _REALTIME_CLOCKS:
+        asm.op(_BPF_JEQ_K, clock, "deny")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+
+    asm.label(f"args_{_TIMER_SETTIME}")  # timer_settime(timer, TIMER_ABSTIME, ...)
+    asm.op(_BPF_LD_W_ABS, _arg_low(1))
+    asm.op(_BPF_JSET_K, _TIMER_ABSTIME, "deny", "allow")
+
+    asm.label(f"args_{_FUTEX}")  # futex(addr, op | FUTEX_CLOCK_REALTIME or FUTEX_LOCK_PI, ...)
+    asm.op(_BPF_LD_W_ABS, _arg_low(1))
+    asm.op(_BPF_JSET_K, _FUTEX_CLOCK_REALTIME, "deny")
+    asm.op(_BPF_ALU_AND_K, _FUTEX_CMD_MASK)
+    asm.op(_BPF_JEQ_K, _FUTEX_LOCK_PI, "deny")
+
+    asm.label("allow")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+    asm.label("deny")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ERRNO | _EPERM)
+    return asm.program()
 
 
 # --- the clock -------------------------------------------------------------------------------------------
@@ -400,7 +486,7 @@ def _faketime_spec(now: datetime) -> str:
 # --- file system layout ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _Layout:
     """Host paths the sandbox needs, resolved once per process."""
 
@@ -411,6 +497,29 @@ class _Layout:
     sys_path: tuple[str, ...]
     packages: tuple[str, ...]  # allowlisted distributions found and bound, "name version"
     libfaketime: str
+    # Host directory holding the sandbox's root file system (every mount point, with fixed times) and an
+    # empty directory bound over hidden paths; made by :func:`_ensure_skeleton`.
+    skeleton: str = ""
+    # Where we can (see :func:`_bounded_tmp_wrapper`): the command that mounts the private /tmp with an inode
+    # limit in a mount namespace of its own and then runs bwrap, which binds it. Empty: bwrap's own tmpfs.
+    # Used only for calls without a memory cgroup (the cgroup counts the inodes' memory; the wrapper
+    # costs about 15 ms a call).
+    tmp_wrapper: tuple[str, ...] = ()
+
+    @property
+    def root(self) -> str:
+        """The host directory bound read-only as the sandbox's ``/``."""
+        return os.path.join(self.skeleton, "root")
+
+    @property
+    def tmp_mount(self) -> str:
+        """The host directory over which the bounded /tmp is mounted (in the call's own mount namespace)."""
+        return os.path.join(self.skeleton, "tmp-mount")
+
+    @property
+    def empty(self) -> str:
+        """The empty host directory bound read-only over every hidden path."""
+        return os.path.join(self.skeleton, "empty")
 
 
 def _is_under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
@@ -444,6 +553,26 @@ def _site_dirs() -> list[str]:
         dirs.add(site.getusersitepackages())
     dirs.update(p for p in sys.path if p and os.path.basename(p) in ("site-packages", "dist-packages"))
     return sorted({os.path.realpath(d) for d in dirs if d})
+
+
+def _system_site_dirs() -> list[str]:
+    """Site directories of other interpreters under /usr (Debian's dist-packages above all).
+
+    The sandbox's interpreter never puts them on ``sys.path``, but the agent's code could, and they hold
+    whatever the system package manager installed (yaml, cryptography, apt_pkg, ...).
+    """
+    patterns = (
+        "/usr/lib/python3/dist-packages",
+        "/usr/lib/python*/dist-packages",
+        "/usr/lib/python*/site-packages",
+        "/usr/lib64/python*/dist-packages",
+        "/usr/lib64/python*/site-packages",
+        "/usr/local/lib/python*/dist-packages",
+        "/usr/local/lib/python*/site-packages",
+        "/usr/share/pyshared",
+    )
+    found = {os.path.realpath(path) for pattern in patterns for path in glob.glob(pattern)}
+    return sorted(path for path in found if os.path.isdir(path))
 
 
 def _forbidden_paths() -> list[str]:
@@ -517,7 +646,7 @@ def _python_layout() -> _Layout:
     """
     libfaketime = _find_libfaketime()
     if libfaketime is None:
-        raise OSError(
+        raise SandboxUnavailableError(
             "libfaketime is not installed (apt-get install -y libfaketime); without it the sandbox "
             "would show the real date"
         )
@@ -563,12 +692,18 @@ def _python_layout() -> _Layout:
         if os.path.isfile(libpython):
             bind(libpython)
     if not _is_under(libfaketime, roots):
-        raise OSError(f"libfaketime at {libfaketime} is outside the directories bound into the sandbox")
+        raise SandboxUnavailableError(
+            f"libfaketime at {libfaketime} is outside the directories bound into the sandbox"
+        )
 
     # Site directories (and the package, its caches and data) inside a bound directory are covered by
     # an empty read-only tmpfs: the stdlib directory holds site-packages, /usr holds dist-packages.
     hidden = sorted(
-        {p for p in (*_site_dirs(), *_forbidden_paths()) if os.path.isdir(p) and _is_under(p, roots)}
+        {
+            p
+            for p in (*_site_dirs(), *_system_site_dirs(), *_forbidden_paths())
+            if os.path.isdir(p) and _is_under(p, roots)
+        }
     )
     package_binds, packages = _allowed_package_binds()
     binds.extend(package_binds)
@@ -581,7 +716,7 @@ def _python_layout() -> _Layout:
             symlinks.append((os.readlink(top), top))
         elif os.path.isdir(top):
             binds.insert(1, (top, top))
-    return _Layout(
+    layout = _Layout(
         interpreter,
         tuple(binds),
         tuple(hidden),
@@ -589,7 +724,103 @@ def _python_layout() -> _Layout:
         tuple(sys_path),
         tuple(packages),
         libfaketime,
+        tempfile.mkdtemp(prefix="forecast-dojo-sandbox-root-"),
     )
+    _skeletons.append((os.getpid(), layout.skeleton))
+    _ensure_skeleton(layout)
+    return layout
+
+
+# Every file time the sandbox's own mount points show (directories and mount-point files of its root):
+# a fixed date, so that listing "/" or "/dev" does not tell when the call started.
+_SKELETON_TIME = DEFAULT_NOW.timestamp()  # the bootstrap gives /tmp the same time
+# Device nodes bound from the host's /dev (what bwrap's --dev offers, less ptys, /dev/shm and /dev/tty).
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+# (creating pid, path) of every skeleton made; removed at exit by the process that made it (a forked child
+# that exits normally must not remove its parent's).
+_skeletons: list[tuple[int, str]] = []
+_skeleton_lock = threading.Lock()
+# Owner of the skeleton's device nodes: a host uid that the sandbox's user namespace does not map (it maps
+# only the caller's uid), so the sandbox's code is never their owner. 65534 unless we are 65534.
+_UNMAPPED_UID = 65534 if os.getuid() != 65534 else 65533
+
+
+@atexit.register
+def _remove_skeletons() -> None:
+    for pid, path in _skeletons:
+        if pid == os.getpid():
+            shutil.rmtree(path, ignore_errors=True)
+    _skeletons.clear()
+
+
+def _ensure_skeleton(layout: _Layout) -> None:
+    """(Re)build the host directory that becomes the sandbox's read-only root, unless it is complete.
+
+    It holds exactly the mount points (directories, and empty files where a single file is bound), the
+    merged-/usr symlinks, ``/tmp`` and ``/dev`` with the device mount points, all with the fixed time
+    :data:`_SKELETON_TIME`. bwrap then has nothing to create, so nothing in the sandbox's tree of mount
+    points carries the real time (the mounted host directories keep their own times).
+    """
+    marker = os.path.join(layout.skeleton, "complete")
+    if os.path.exists(marker):
+        return
+    with _skeleton_lock:
+        if not os.path.exists(marker):
+            _build_skeleton(layout, marker)
+
+
+def _build_skeleton(layout: _Layout, marker: str) -> None:
+    root, empty = layout.root, layout.empty
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root, exist_ok=True)
+    os.makedirs(empty, exist_ok=True)
+    os.makedirs(layout.tmp_mount, exist_ok=True)
+    directories = {"/tmp", "/dev", _SANDBOX_SITE}
+    files = set()
+    for name in _DEVICES:
+        # A device node of our own carries the fixed time; where the host forbids making one, the host's
+        # node is bound over an empty file (and shows the host's time for it).
+        node = f"{root}/dev/{name}"
+        os.makedirs(os.path.dirname(node), mode=0o755, exist_ok=True)
+        try:
+            os.mknod(node, stat.S_IFCHR | 0o666, os.stat(f"/dev/{name}").st_rdev)
+            os.chmod(node, 0o666)
+            os.chown(node, _UNMAPPED_UID, _UNMAPPED_UID)
+            with open(node, "rb", buffering=0) as device:
+                device.read(1)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(node)
+            files.add(f"/dev/{name}")
+    for source, destination in layout.ro_binds:
+        if _is_under(destination, ["/tmp"]):  # created by bwrap inside the private /tmp
+            continue
+        (directories if os.path.isdir(source) else files).add(destination)
+    for path in sorted(directories):
+        os.makedirs(root + path, mode=0o755, exist_ok=True)
+    for path in sorted(files):
+        os.makedirs(os.path.dirname(root + path), mode=0o755, exist_ok=True)
+        if not os.path.exists(root + path):
+            with open(root + path, "wb"):
+                pass
+    for target, link in layout.symlinks:
+        if not os.path.lexists(root + link):
+            os.symlink(target, root + link)
+    for base, names, leaves in os.walk(root, topdown=False):
+        for name in (*names, *leaves):
+            path = os.path.join(base, name)
+            if os.path.islink(path):
+                pass
+            elif os.path.isdir(path):
+                os.chmod(path, 0o755)
+            elif os.path.isfile(path):
+                os.chmod(path, 0o644)
+            os.utime(path, (_SKELETON_TIME, _SKELETON_TIME), follow_symlinks=False)
+    for path in (root, empty):
+        os.chmod(path, 0o755 if path == root else 0o555)
+        os.utime(path, (_SKELETON_TIME, _SKELETON_TIME))
+    with open(marker, "wb"):
+        pass
 
 
 def _bwrap_argv(
@@ -616,20 +847,28 @@ def _bwrap_argv(
     for name, value in _SANDBOX_ENV:
         argv += ["--setenv", name, value]
     argv += ["--setenv", "LD_PRELOAD", layout.libfaketime, "--setenv", "FAKETIME", _faketime_spec(now)]
-    # The private /tmp comes first, so that binds below it (a virtualenv under /tmp) stay visible.
-    argv += ["--perms", "1777", "--size", str(_TMP_SIZE_BYTES), "--tmpfs", "/tmp"]
+    # The root is the skeleton (read-only, every mount point already there with a fixed time).
+    argv += ["--ro-bind", layout.root, "/"]
+    # The private /tmp comes next, so that binds below it (a virtualenv under /tmp) stay visible.
+    if layout.tmp_wrapper:  # mounted by the wrapper, with an inode limit as well as a size
+        argv += ["--bind", layout.tmp_mount, "/tmp"]
+    else:
+        argv += ["--perms", "1777", "--size", str(_TMP_SIZE_BYTES), "--tmpfs", "/tmp"]
     for source, destination in layout.ro_binds:
         argv += ["--ro-bind", source, destination]
     for path in layout.hidden:
-        # Owned by the sandbox's root with mode 0555: the sandbox's uid 65534 cannot write to it.
-        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", path]
-    for target, link in layout.symlinks:
-        argv += ["--symlink", target, link]
+        # An empty read-only directory with a fixed time (a tmpfs would show when the call started).
+        argv += ["--ro-bind", layout.empty, path]
+    # The merged-/usr symlinks (/bin -> usr/bin, ...) are part of the skeleton (bwrap 0.8 refuses to
+    # --symlink over an existing link).
+    # Each device is its own mount (bwrap binds everything else nodev): the skeleton's node where we
+    # could make one (owned by a host uid the sandbox does not map, so the code can use it but not chmod
+    # or re-time it), else the host's node bound over an empty file.
+    for name in _DEVICES:
+        node = f"{layout.root}/dev/{name}"
+        source = node if stat.S_ISCHR(os.lstat(node).st_mode) else f"/dev/{name}"
+        argv += ["--dev-bind", source, f"/dev/{name}"]
     argv += [
-        "--dev",
-        "/dev",
-        "--remount-ro",
-        "/dev",
         # No --proc: a fresh procfs exposes the host-global sysctls under /proc/sys, which are writable
         # by host uid 0 even inside a user namespace (bwrap's /proc/sys cover is skipped as root).
         "--remount-ro",
@@ -658,7 +897,7 @@ def _bwrap_argv(
 # --- memory cgroup ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _CgroupParent:
     """A cgroup directory (v1 memory hierarchy or v2 unified) under which per-call groups are made."""
 
@@ -866,6 +1105,41 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+# Inodes the private /tmp may hold. Each costs kernel memory that the tmpfs's size= does not count (about
+# 1 KiB with its dentry); without a limit a 10 s call made 600,000 directories (630 MiB).
+_TMP_INODES = 16384
+# Run by `unshare --user --map-root-user --mount` (a user and mount namespace of the call's own, so the
+# mount is invisible to the host and to other calls and vanishes with the call): mount the bounded tmpfs
+# over the skeleton's tmp-mount directory, then become bwrap (which binds it as /tmp).
+_TMP_MOUNT_SCRIPT = '"$0" -t tmpfs -o "$1" forecast-dojo-tmp "$2" && shift 2 && exec "$@"'
+
+
+def _bounded_tmp_wrapper(layout: _Layout) -> tuple[tuple[str, ...], str]:
+    """The argv prefix that gives the call a /tmp bounded in inodes as well as size, if this host allows it.
+
+    bubblewrap 0.8's ``--tmpfs`` takes a size but no ``nr_inodes``. Tried once per self-test with
+    ``/bin/true``; where ``unshare``/``mount`` are missing or user namespaces may not mount a tmpfs, the
+    prefix is empty and bwrap's own tmpfs (size-bounded only) is used.
+
+    Returns:
+        ``(prefix, note)``: the prefix (empty when unavailable) and a sentence for the availability reason.
+    """
+    unshare, mount = shutil.which("unshare"), shutil.which("mount")
+    if unshare is None or mount is None:
+        return (), "no inode limit on /tmp: unshare or mount is not installed"
+    options = f"size={_TMP_SIZE_BYTES},nr_inodes={_TMP_INODES},mode=1777"
+    prefix = (unshare, "--user", "--map-root-user", "--mount", "--propagation", "private",
+              "/bin/sh", "-c", _TMP_MOUNT_SCRIPT, mount, options, layout.tmp_mount)  # fmt: skip
+    try:
+        probe = subprocess.run([*prefix, "/bin/true"], env={}, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return (), f"no inode limit on /tmp: {exc}"
+    if probe.returncode != 0:
+        detail = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[0]
+        return (), f"no inode limit on /tmp: {detail}"
+    return prefix, f"without a memory cgroup /tmp is limited to {_TMP_INODES} inodes"
+
+
 # Joins the cgroup, then becomes bwrap: everything bwrap starts is created inside the cgroup. If joining
 # fails the call still runs, bounded by the rlimits and seccomp (the self-test checks that joining works).
 _CGROUP_TRAMPOLINE = 'echo $$ > "$0" 2>/dev/null; exec "$@"'
@@ -887,29 +1161,47 @@ def _execute(
     if cgroup_parent is not None:
         cgroup = _Cgroup(cgroup_parent, limits.memory_mb * 1024 * 1024 + _CGROUP_HEADROOM_BYTES)
     try:
-        code_fd = _memfd_with("sandbox-code", source)
+        _ensure_skeleton(layout)
+        # The program's stdout and stderr are AF_UNIX sockets, not pipes: a pipe's inode carries the real
+        # time (os.fstat(1).st_mtime), a socket's carries none.
+        out_read, out_write = socket.socketpair()
+        err_read, err_write = socket.socketpair()
         try:
-            seccomp_fd = _memfd_with("sandbox-seccomp", seccomp_program())
+            code_fd = _memfd_with("sandbox-code", source)
             try:
-                argv = _bwrap_argv(bwrap, layout, seccomp_fd, limits, now)
-                if cgroup is not None:
-                    argv = ["/bin/sh", "-c", _CGROUP_TRAMPOLINE, cgroup.procs, *argv]
-                start = time.monotonic()
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=code_fd,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    pass_fds=(seccomp_fd,),
-                    env={},
-                    start_new_session=True,
-                    close_fds=True,
-                )
+                seccomp_fd = _memfd_with("sandbox-seccomp", seccomp_program())
+                try:
+                    # The inode-bounded /tmp only where no memory cgroup counts the inodes' kernel memory.
+                    call_layout = layout if cgroup is None else dataclasses.replace(layout, tmp_wrapper=())
+                    argv = [
+                        *call_layout.tmp_wrapper,
+                        *_bwrap_argv(bwrap, call_layout, seccomp_fd, limits, now),
+                    ]
+                    if cgroup is not None:
+                        argv = ["/bin/sh", "-c", _CGROUP_TRAMPOLINE, cgroup.procs, *argv]
+                    start = time.monotonic()
+                    proc = subprocess.Popen(
+                        argv,
+                        stdin=code_fd,
+                        stdout=out_write.fileno(),
+                        stderr=err_write.fileno(),
+                        pass_fds=(seccomp_fd,),
+                        env={},
+                        start_new_session=True,
+                        close_fds=True,
+                    )
+                finally:
+                    os.close(seccomp_fd)
             finally:
-                os.close(seccomp_fd)
+                os.close(code_fd)
         finally:
-            os.close(code_fd)
-        result = _collect(proc, start, limits, cap, hard_cap)
+            out_write.close()
+            err_write.close()
+        try:
+            result = _collect(proc, out_read.fileno(), err_read.fileno(), start, limits, cap, hard_cap)
+        finally:
+            out_read.close()
+            err_read.close()
         if cgroup is not None:
             if probe is not None:
                 probe.append(cgroup.peak_bytes())
@@ -930,21 +1222,30 @@ def _execute(
         _retire(cgroup)
 
 
+def _timeout_message(limits: SandboxLimits) -> str:
+    return f"timed out after {limits.timeout_s:g} s; the process was killed"
+
+
 def _collect(
-    proc: subprocess.Popen[bytes], start: float, limits: SandboxLimits, cap: int, hard_cap: int
+    proc: subprocess.Popen[bytes],
+    stdout_fd: int,
+    stderr_fd: int,
+    start: float,
+    limits: SandboxLimits,
+    cap: int,
+    hard_cap: int,
 ) -> SandboxResult:
-    """Read the sandbox's output under the caps until it exits or the deadline passes."""
+    """Read the sandbox's output (the host ends of its stdout/stderr) under the caps until it exits or the deadline passes."""
     deadline = start + limits.timeout_s
     kept = {"stdout": bytearray(), "stderr": bytearray()}
     seen = {"stdout": 0, "stderr": 0}
     timed_out = False
     flooded = False
-    assert proc.stdout is not None and proc.stderr is not None
     try:
         with selectors.DefaultSelector() as selector:
-            for name, stream in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-                os.set_blocking(stream.fileno(), False)
-                selector.register(stream.fileno(), selectors.EVENT_READ, name)
+            for name, fd in (("stdout", stdout_fd), ("stderr", stderr_fd)):
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ, name)
             while selector.get_map() and not flooded:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -977,15 +1278,12 @@ def _collect(
         _kill_group(proc)
         proc.wait()
         raise
-    finally:
-        proc.stdout.close()
-        proc.stderr.close()
 
     truncated = seen["stdout"] > cap or seen["stderr"] > cap
     killed = timed_out or flooded
     problems: list[str] = []
     if timed_out:
-        problems.append(f"timed out after {limits.timeout_s:g} s; the process was killed")
+        problems.append(_timeout_message(limits))
     if flooded:
         problems.append(f"output exceeded {hard_cap} bytes; the process was killed")
     if truncated:
@@ -1005,7 +1303,7 @@ def _collect(
 # --- availability (fail closed) --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class _Availability:
     ok: bool
     reason: str
@@ -1039,6 +1337,8 @@ def _self_test() -> _Availability:
         layout = _python_layout()
     except OSError as exc:
         return _Availability(False, str(exc))
+    wrapper, tmp_note = _bounded_tmp_wrapper(layout)
+    layout = dataclasses.replace(layout, tmp_wrapper=wrapper)
     cgroup, cgroup_note = _find_cgroup_parent()
     if cgroup is not None:
         _remove_stale_cgroups(cgroup)
@@ -1062,7 +1362,9 @@ def _self_test() -> _Availability:
         if result.ok:
             detail = f"printed {result.stdout!r}, expected {expected!r} (is the clock faked?)"
         return _Availability(False, f"self-test failed: {detail}")
-    return _Availability(True, f"bubblewrap sandbox via {bwrap}; {cgroup_note}", bwrap, layout, cgroup)
+    return _Availability(
+        True, f"bubblewrap sandbox via {bwrap}; {cgroup_note}; {tmp_note}", bwrap, layout, cgroup
+    )
 
 
 def _availability() -> _Availability:
@@ -1176,7 +1478,7 @@ def frame_output(result: SandboxResult) -> tuple[str, str | None]:
     return content, None
 
 
-def sandbox_python_runner(code: str, now: datetime) -> tuple[str, str | None]:
+def sandbox_python_runner(code: str, now: datetime, timeout_s: float | None = None) -> tuple[str, str | None]:
     """The env's python tool: run ``code`` with the clock at ``now`` (the step's cutoff) and frame it.
 
     Fails closed: when no sandbox is available the error says so and nothing runs.
@@ -1184,8 +1486,25 @@ def sandbox_python_runner(code: str, now: datetime) -> tuple[str, str | None]:
     Args:
         code: The agent's program.
         now: The forecast step's cutoff; the sandbox's clock reads it.
+        timeout_s: What is left of the step's python time budget: the call's timeout is the smaller of
+            this and the default. When the budget is what stops the program, the error says so.
 
     Returns:
         ``(content, error)`` as :func:`frame_output` gives them.
     """
-    return frame_output(run_python(code, now=now))
+    limits = DEFAULT_LIMITS
+    budget_cut = timeout_s is not None and timeout_s < limits.timeout_s
+    if budget_cut:
+        assert timeout_s is not None
+        limits = dataclasses.replace(limits, timeout_s=max(timeout_s, 0.001))
+    result = run_python(code, limits, now=now)
+    if budget_cut and result.timed_out and result.error is not None:
+        # Not "timed out after 3.14159 s": the same code gives the same message whatever was left.
+        message = _timeout_message(limits)
+        result = dataclasses.replace(
+            result,
+            error=result.error.replace(
+                message, "the python time budget of this step ran out; the process was killed"
+            ),
+        )
+    return frame_output(result)

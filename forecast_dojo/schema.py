@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import SchemaError as SchemaError
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 from forecast_dojo.untrusted import preview
 
@@ -22,10 +23,17 @@ EVENTS_FORMAT_VERSION = 1
 PROBABILITY_TOLERANCE = 1e-6
 # A resolution this long after the close is a typo (ForecastBench's longest is 28 days): see Event.
 MAX_RESOLUTION_LAG = timedelta(days=5 * 366)
-
-
-class SchemaError(ForecastDojoError, ValueError):
-    """A record that does not satisfy the documented schema; the message names the record and field."""
+# Size limits of an event, checked on construction (so on every load). The env's observation space
+# is built from the same constants (``forecast_dojo.env``), so every loaded event's observations lie
+# inside it. Real data sits far below them: ForecastBench's longest id is 66 characters, question
+# 703, background 9,290; its labels are "Yes"/"No".
+MAX_EVENT_ID_CHARS = 512
+MAX_OUTCOMES = 64
+MAX_LABEL_CHARS = 200
+# All labels together: the notebook's assessment (one entry per label) must fit its 8,000-character cap.
+MAX_LABELS_TOTAL_CHARS = 2_000
+MAX_QUESTION_CHARS = 10_000
+MAX_TEXT_CHARS = 100_000  # background, resolution criteria (each), and every text version's
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,14 @@ class Document:
             raise SchemaError(f"document id must be a non-empty string, got {self.id!r}")
         if not isinstance(self.text, str) or not self.text.strip():
             raise SchemaError(f"document {self.id!r}: text must be a non-empty string")
+        if not isinstance(self.title, str) or not isinstance(self.date_source, str):
+            raise SchemaError(f"document {self.id!r}: title and date_source must be strings")
+        for name in ("url", "source"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise SchemaError(
+                    f"document {self.id!r}: {name} must be a string or None, got {preview(value)}"
+                )
         for name in ("published_at", "available_at"):
             value = getattr(self, name)
             if not isinstance(value, datetime) or value.tzinfo is None:
@@ -75,6 +91,13 @@ class Event:
 
     * ``outcomes``: a list of K >= 2 distinct non-empty label strings (a bare string is refused, not
       read as one label per character); ``outcome`` one of them;
+    * sizes: ``id`` at most :data:`MAX_EVENT_ID_CHARS` characters, at most :data:`MAX_OUTCOMES`
+      labels of at most :data:`MAX_LABEL_CHARS` (:data:`MAX_LABELS_TOTAL_CHARS` together), ``question`` at most :data:`MAX_QUESTION_CHARS`,
+      ``background`` and ``resolution_criteria`` at most :data:`MAX_TEXT_CHARS` (the same for every
+      version in ``extra["text_versions"]``); texts are valid Unicode (no lone surrogates);
+    * types: texts are strings (``url`` a string or None), ``tags`` a list of non-empty strings
+      (a bare string is refused, not read as one tag per character); nothing is converted with
+      ``str()`` or ``float()``;
     * instants: timezone-aware; ``open_at <= close_at <= resolved_at``; every cutoff in
       ``[open_at, close_at]`` (an imported event's single cutoff is its ``open_at``), strictly
       increasing; ``resolved_at`` at most :data:`MAX_RESOLUTION_LAG` (5 years) after ``close_at``.
@@ -104,11 +127,21 @@ class Event:
     excluded_doc_ids: tuple[str, ...] = ()  # documents a leakage screen hid from this event's steps
 
     def __post_init__(self) -> None:
-        where = f"event {self.id!r}"
         if not isinstance(self.id, str) or not self.id:
-            raise SchemaError(f"event id must be a non-empty string, got {self.id!r}")
-        if not isinstance(self.question, str) or not self.question.strip():
+            raise SchemaError(f"event id must be a non-empty string, got {preview(self.id)}")
+        if len(self.id) > MAX_EVENT_ID_CHARS:
+            raise SchemaError(
+                f"event {preview(self.id)}: field 'id' has {len(self.id)} characters; the limit is {MAX_EVENT_ID_CHARS}"
+            )
+        where = f"event {self.id!r}"
+        _check_text(where, "id", self.id, MAX_EVENT_ID_CHARS)
+        _check_text(where, "question", self.question, MAX_QUESTION_CHARS)
+        if not self.question.strip():
             raise SchemaError(f"{where}: empty question")
+        for name in ("background", "resolution_criteria", "source"):
+            _check_text(where, name, getattr(self, name), MAX_TEXT_CHARS)
+        if self.url is not None:
+            _check_text(where, "url", self.url, MAX_TEXT_CHARS)
         if not isinstance(self.outcomes, (tuple, list)) or not all(
             isinstance(o, str) and o.strip() for o in self.outcomes
         ):
@@ -116,14 +149,39 @@ class Event:
                 f"{where}: field 'outcomes' must be a list of non-empty label strings, got {preview(self.outcomes)}"
             )
         object.__setattr__(self, "outcomes", tuple(self.outcomes))
+        if len(self.outcomes) > MAX_OUTCOMES:
+            raise SchemaError(
+                f"{where}: field 'outcomes' has {len(self.outcomes)} labels; the limit is {MAX_OUTCOMES}"
+            )
+        for label in self.outcomes:
+            _check_text(where, "outcomes", label, MAX_LABEL_CHARS)
+        total = sum(len(label) for label in self.outcomes)
+        if total > MAX_LABELS_TOTAL_CHARS:
+            raise SchemaError(
+                f"{where}: field 'outcomes' has {total:,} characters in all; the limit is {MAX_LABELS_TOTAL_CHARS:,}"
+            )
         if len(self.outcomes) < 2 or len(set(self.outcomes)) != len(self.outcomes):
-            raise SchemaError(f"{where}: needs K >= 2 distinct outcome labels, got {list(self.outcomes)}")
+            raise SchemaError(
+                f"{where}: needs K >= 2 distinct outcome labels, got {preview(list(self.outcomes))}"
+            )
+        if not isinstance(self.outcome, str):
+            raise SchemaError(f"{where}: field 'outcome' must be a label string, got {preview(self.outcome)}")
+        if not isinstance(self.tags, (tuple, list)) or not all(isinstance(t, str) and t for t in self.tags):
+            raise SchemaError(
+                f"{where}: field 'tags' must be a list of non-empty strings, got {preview(self.tags)}"
+            )
+        object.__setattr__(self, "tags", tuple(self.tags))
+        for tag in self.tags:
+            _check_text(where, "tags", tag, MAX_LABEL_CHARS)
         if self.outcome not in self.outcomes:
             raise SchemaError(f"{where}: outcome {self.outcome!r} is not one of {list(self.outcomes)}")
+        if isinstance(self.cutoffs, (str, bytes)) or not isinstance(self.cutoffs, (tuple, list)):
+            raise SchemaError(
+                f"{where}: field 'cutoffs' must be a list of instants, got {preview(self.cutoffs)}"
+            )
+        object.__setattr__(self, "cutoffs", tuple(self.cutoffs))
         if not self.cutoffs:
             raise SchemaError(f"{where}: no forecast cutoffs")
-        if list(self.cutoffs) != sorted(set(self.cutoffs)):
-            raise SchemaError(f"{where}: cutoffs must be strictly increasing")
         for name in ("open_at", "close_at", "resolved_at"):
             value = getattr(self, name)
             if not isinstance(value, datetime) or value.tzinfo is None:
@@ -133,6 +191,8 @@ class Event:
                 raise SchemaError(
                     f"{where}: field 'cutoffs' must hold aware datetimes, got {preview(cutoff)}"
                 )
+        if list(self.cutoffs) != sorted(set(self.cutoffs)):
+            raise SchemaError(f"{where}: cutoffs must be strictly increasing")
         if not self.open_at <= self.close_at <= self.resolved_at:
             raise SchemaError(f"{where}: need open_at <= close_at <= resolved_at")
         if self.resolved_at - self.close_at > MAX_RESOLUTION_LAG:
@@ -154,16 +214,71 @@ class Event:
             "excluded_doc_ids",
             _excluded_ids(where, self.excluded_doc_ids, self.extra.get("excluded_doc_ids")),
         )
+        if not isinstance(self.market, (tuple, list)) or not all(
+            isinstance(p, MarketPoint) for p in self.market
+        ):
+            raise SchemaError(
+                f"{where}: field 'market' must be a list of market points, got {preview(self.market)}"
+            )
+        object.__setattr__(self, "market", tuple(self.market))
         for point in self.market:
+            if not isinstance(point.at, datetime) or point.at.tzinfo is None:
+                raise SchemaError(
+                    f"{where}: field 'market': 'at' must be an aware datetime, got {preview(point.at)}"
+                )
+            if not isinstance(point.probabilities, (tuple, list)):
+                raise SchemaError(
+                    f"{where}: field 'market' at {iso(point.at)}: probabilities must be a list, got {preview(point.probabilities)}"
+                )
             check_distribution(
-                point.probabilities, len(self.outcomes), where=f"{where} market at {iso(point.at)}"
+                point.probabilities, len(self.outcomes), where=f"{where}: field 'market' at {iso(point.at)}"
             )
         if [p.at for p in self.market] != sorted(p.at for p in self.market):
             raise SchemaError(f"{where}: market series must be ordered by time")
 
+    def _check_text_versions(self, where: str) -> None:
+        versions = self.extra.get("text_versions")
+        if versions is None:
+            return
+        field_name = "extra['text_versions']"
+        if not isinstance(versions, list):
+            raise SchemaError(
+                f"{where}: field {field_name} must be a list of versions, got {preview(versions)}"
+            )
+        previous = None
+        for index, version in enumerate(versions):
+            at = f"{field_name}[{index}]"
+            if not isinstance(version, dict):
+                raise SchemaError(f"{where}: field {at} must be an object, got {preview(version)}")
+            unknown = set(version) - {"from", "question", "background", "resolution_criteria"}
+            if unknown:
+                raise SchemaError(f"{where}: field {at} has unknown key(s) {sorted(unknown)}")
+            start = version.get("from")
+            if not isinstance(start, str):
+                raise SchemaError(
+                    f"{where}: field {at}['from'] must be an ISO 8601 instant, got {preview(start)}"
+                )
+            try:
+                instant = parse_instant(start)
+            except InstantError as err:
+                raise SchemaError(f"{where}: field {at}['from']: {err}") from err
+            if previous is not None and instant < previous:
+                raise SchemaError(
+                    f"{where}: field {field_name} must be in time order ({at} is earlier than the one before)"
+                )
+            previous = instant
+            for name, limit in (
+                ("question", MAX_QUESTION_CHARS),
+                ("background", MAX_TEXT_CHARS),
+                ("resolution_criteria", MAX_TEXT_CHARS),
+            ):
+                if version.get(name) is not None:
+                    _check_text(where, f"{at}[{name!r}]", version[name], limit)
+
     def _check_excluded_doc_ids(self, where: str) -> None:
         if not isinstance(self.extra, dict):
             raise SchemaError(f"{where}: field 'extra' must be an object, got {preview(self.extra)}")
+        self._check_text_versions(where)
         excluded = self.extra.get("excluded_doc_ids")
         if excluded is None:
             return
@@ -211,17 +326,14 @@ class Event:
         """
         cutoff = self.cutoffs[step]
         chosen = (self.question, self.background, self.resolution_criteria)
-        for version in self.extra.get("text_versions") or ():
-            try:
-                if parse_instant(version["from"]) > cutoff:
-                    break
-                chosen = (
-                    str(version.get("question") or self.question),
-                    str(version.get("background") or ""),
-                    str(version.get("resolution_criteria") or ""),
-                )
-            except (InstantError, KeyError, TypeError):
-                continue
+        for version in self.extra.get("text_versions") or ():  # checked on construction
+            if parse_instant(version["from"]) > cutoff:
+                break
+            chosen = (
+                version.get("question") or self.question,
+                version.get("background") or "",
+                version.get("resolution_criteria") or "",
+            )
         return chosen
 
     def market_at(self, instant: datetime) -> tuple[float, ...] | None:
@@ -233,6 +345,21 @@ class Event:
             else:
                 break
         return latest
+
+
+def _check_text(where: str, name: str, value: Any, limit: int) -> None:
+    """A field that must be a string of at most ``limit`` characters of valid Unicode."""
+    shown = name if "[" in name else f"'{name}'"
+    if not isinstance(value, str):
+        raise SchemaError(f"{where}: field {shown} must be a string, got {preview(value)}")
+    if len(value) > limit:
+        raise SchemaError(f"{where}: field {shown} has {len(value):,} characters; the limit is {limit:,}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise SchemaError(
+            f"{where}: field {shown} holds a lone surrogate at character {err.start} (not valid Unicode text)"
+        ) from err
 
 
 def _excluded_ids(where: str, value: Any, legacy: Any) -> tuple[str, ...]:
@@ -303,55 +430,126 @@ def event_to_record(event: Event) -> dict[str, Any]:
     }
 
 
-def event_from_record(record: dict[str, Any]) -> Event:
-    """Parse and validate one event record; errors name the event and the field."""
-    rid = record.get("id", "<no id>")
-    version = record.get("format_version", EVENTS_FORMAT_VERSION)
-    if version != EVENTS_FORMAT_VERSION:
+_REQUIRED_FIELDS = ("id", "question", "outcomes", "outcome", "open_at", "close_at", "resolved_at", "cutoffs")
+
+
+def _instant_field(rid: str, name: str, value: Any) -> datetime:
+    """An instant of an events record: an ISO 8601 string (or a datetime, from parquet); never a number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SchemaError(f"event {rid!r}: field {name!r} must be an ISO 8601 instant, got {value!r}")
+    if not isinstance(value, (str, datetime)):
         raise SchemaError(
-            f"event {rid!r}: unsupported format_version {version} (this library reads {EVENTS_FORMAT_VERSION})"
+            f"event {rid!r}: field {name!r} must be an ISO 8601 instant string, got {preview(value)}"
         )
-    missing = [
-        k
-        for k in ("id", "question", "outcomes", "outcome", "open_at", "close_at", "resolved_at", "cutoffs")
-        if record.get(k) is None
-    ]
+    try:
+        return parse_instant(value)
+    except InstantError as err:
+        raise SchemaError(f"event {rid!r}: field {name!r}: {err}") from err
+
+
+def _probability(rid: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SchemaError(
+            f"event {rid!r}: field 'market': probabilities must be numbers, got {preview(value)}"
+        )
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf  # refused by check_distribution, which names the point
+
+
+def _market(rid: str, value: Any) -> tuple[MarketPoint, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise SchemaError(f"event {rid!r}: field 'market' must be a list of points, got {preview(value)}")
+    points = []
+    for index, point in enumerate(value):
+        if not isinstance(point, dict) or set(point) != {"at", "probabilities"}:
+            raise SchemaError(
+                f"event {rid!r}: field 'market'[{index}] must be an object with 'at' and 'probabilities', "
+                f"got {preview(point)}"
+            )
+        probabilities = point["probabilities"]
+        if not isinstance(probabilities, list):
+            raise SchemaError(
+                f"event {rid!r}: field 'market'[{index}]['probabilities'] must be a list, got {preview(probabilities)}"
+            )
+        at = _instant_field(rid, f"market'[{index}]['at", point["at"])
+        points.append(MarketPoint(at, tuple(_probability(rid, x) for x in probabilities)))
+    return tuple(points)
+
+
+def _optional_text(rid: str, record: dict[str, Any], name: str) -> str:
+    value = record.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise SchemaError(f"event {rid!r}: field {name!r} must be a string, got {preview(value)}")
+    return value
+
+
+def event_from_record(record: dict[str, Any]) -> Event:
+    """Parse and validate one event record; errors name the event and the field.
+
+    Types are checked, never converted: texts must be strings, instants ISO 8601 strings, ``outcomes``,
+    ``cutoffs``, ``tags`` and ``market`` lists, probabilities numbers.
+    """
+    if not isinstance(record, dict):
+        raise SchemaError(
+            f"an event record must be a JSON object, got {type(record).__name__} {preview(record)}"
+        )
+    raw_id = record.get("id")
+    rid = raw_id if isinstance(raw_id, str) else "<no id>"
+    version = record.get("format_version", EVENTS_FORMAT_VERSION)
+    if isinstance(version, bool) or version != EVENTS_FORMAT_VERSION:
+        raise SchemaError(
+            f"event {rid!r}: unsupported format_version {preview(version)} (this library reads {EVENTS_FORMAT_VERSION})"
+        )
+    missing = [k for k in _REQUIRED_FIELDS if record.get(k) is None]
     if missing:
         raise SchemaError(f"event {rid!r}: missing field(s) {missing}")
+    for name in ("id", "question", "outcome"):
+        if not isinstance(record[name], str):
+            raise SchemaError(f"event {rid!r}: field {name!r} must be a string, got {preview(record[name])}")
     outcomes = record["outcomes"]
     if not isinstance(outcomes, (list, tuple)):
         raise SchemaError(
             f"event {rid!r}: field 'outcomes' must be a list of labels, got {preview(outcomes)}"
         )
-    try:
-        extra = record.get("extra") or {}
-        if isinstance(extra, str):
+    for name in ("cutoffs", "tags", "excluded_doc_ids"):
+        value = record.get(name)
+        if value is not None and not isinstance(value, (list, tuple)):
+            raise SchemaError(f"event {rid!r}: field {name!r} must be a list, got {preview(value)}")
+    url = record.get("url")
+    if url is not None and not isinstance(url, str):
+        raise SchemaError(f"event {rid!r}: field 'url' must be a string or null, got {preview(url)}")
+    extra = record.get("extra") or {}
+    if isinstance(extra, str):
+        try:
             extra = json.loads(extra)
-        if not isinstance(extra, dict):
-            raise SchemaError(f"event {rid!r}: field 'extra' must be a JSON object, got {preview(extra)}")
-        return Event(
-            id=str(record["id"]),
-            question=str(record["question"]),
-            background=str(record.get("background") or ""),
-            resolution_criteria=str(record.get("resolution_criteria") or ""),
-            outcomes=tuple(outcomes),
-            outcome=str(record["outcome"]),
-            open_at=parse_instant(record["open_at"]),
-            close_at=parse_instant(record["close_at"]),
-            resolved_at=parse_instant(record["resolved_at"]),
-            cutoffs=tuple(parse_instant(c) for c in record["cutoffs"]),
-            source=str(record.get("source") or ""),
-            url=record.get("url"),
-            tags=tuple(record.get("tags") or ()),
-            market=tuple(
-                MarketPoint(parse_instant(p["at"]), tuple(float(x) for x in p["probabilities"]))
-                for p in (record.get("market") or ())
-            ),
-            extra=dict(extra),
-            excluded_doc_ids=record.get("excluded_doc_ids") or (),
-        )
-    except (InstantError, KeyError, TypeError, json.JSONDecodeError) as err:
-        raise SchemaError(f"event {rid!r}: {err}") from err
+        except json.JSONDecodeError as err:
+            raise SchemaError(f"event {rid!r}: field 'extra' is not valid JSON ({err})") from err
+    if not isinstance(extra, dict):
+        raise SchemaError(f"event {rid!r}: field 'extra' must be a JSON object, got {preview(extra)}")
+    return Event(
+        id=record["id"],
+        question=record["question"],
+        background=_optional_text(rid, record, "background"),
+        resolution_criteria=_optional_text(rid, record, "resolution_criteria"),
+        outcomes=tuple(outcomes),
+        outcome=record["outcome"],
+        open_at=_instant_field(rid, "open_at", record["open_at"]),
+        close_at=_instant_field(rid, "close_at", record["close_at"]),
+        resolved_at=_instant_field(rid, "resolved_at", record["resolved_at"]),
+        cutoffs=tuple(_instant_field(rid, "cutoffs", c) for c in record["cutoffs"]),
+        source=_optional_text(rid, record, "source"),
+        url=url,
+        tags=tuple(record.get("tags") or ()),
+        market=_market(rid, record.get("market")),
+        extra=dict(extra),
+        excluded_doc_ids=record.get("excluded_doc_ids") or (),
+    )
 
 
 def save_events(events: Iterable[Event], path: str | Path) -> Path:
@@ -378,28 +576,98 @@ def save_events(events: Iterable[Event], path: str | Path) -> Path:
     return path
 
 
+def _first_non_utf8_field(raw: bytes) -> str | None:
+    """The field (a JSON path) of a line whose text holds bytes that are not UTF-8, when it parses."""
+    try:
+        record = json.loads(raw.decode("utf-8", errors="surrogateescape"))
+    except json.JSONDecodeError:
+        return None
+
+    def bad(text: str) -> bool:
+        return any("\udc80" <= ch <= "\udcff" for ch in text)
+
+    def find(value: Any, where: str) -> str | None:
+        if isinstance(value, str):
+            return where if bad(value) else None
+        if isinstance(value, dict):
+            for key, item in value.items():
+                path = f"{where}[{key!r}]" if where else repr(key)
+                if bad(key):
+                    return path
+                found = find(item, path)
+                if found:
+                    return found
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                found = find(item, f"{where}[{index}]")
+                if found:
+                    return found
+        return None
+
+    return find(record, "")
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, Any]]:
+    """(line number, parsed value) of every non-blank line; errors name the file, the line and the field."""
+    records = []
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte order mark
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                field_name = _first_non_utf8_field(raw)
+                in_field = f"field {field_name} " if field_name else ""
+                raise SchemaError(
+                    f"{path}:{lineno}: {in_field}is not UTF-8 text (byte 0x{raw[err.start]:02x} at byte "
+                    f"{err.start + 1} of the line; latin-1 or another encoding?); events files are UTF-8"
+                ) from err
+            if not line.strip():
+                continue
+            try:
+                records.append((lineno, json.loads(line)))
+            except json.JSONDecodeError as err:
+                raise SchemaError(f"{path}:{lineno}: not JSON: {err}") from err
+            except RecursionError as err:
+                raise SchemaError(f"{path}:{lineno}: not JSON: nested too deeply") from err
+    return records
+
+
 def load_events(path: str | Path) -> list[Event]:
-    """Read and validate an events file (JSONL or parquet). Any bad record fails the whole load."""
+    """Read and validate an events file (JSONL or parquet). Any bad record fails the whole load.
+
+    Errors are :class:`SchemaError` naming the file, the line (JSONL) or row (parquet, from 1), the
+    event and the field.
+    """
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"events file not found: {path}")
+    if not path.is_file():
+        raise InputNotFoundError(f"events file not found: {path}")
     if path.suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        records = pq.read_table(path).to_pylist()
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except (pa.ArrowException, OSError) as err:
+            raise SchemaError(f"{path}: not a readable parquet file ({err})") from err
+        records = [(f"{path}: row {i}", r) for i, r in enumerate(rows, 1)]
     elif path.suffix == ".jsonl":
-        records = []
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError as err:
-                        raise SchemaError(f"{path}:{lineno}: not JSON: {err}") from err
+        try:
+            records = [(f"{path}:{lineno}", r) for lineno, r in _read_jsonl(path)]
+        except OSError as err:
+            raise SchemaError(f"{path}: cannot read the events file ({err.strerror or err})") from err
     else:
         raise SchemaError(f"{path}: events files end in .jsonl or .parquet")
-    events = [event_from_record(r) for r in records]
-    ids = [e.id for e in events]
-    if len(ids) != len(set(ids)):
-        raise SchemaError(f"{path}: duplicate event ids")
+    events = []
+    first_at: dict[str, str] = {}
+    for where, record in records:
+        try:
+            event = event_from_record(record)
+        except SchemaError as err:
+            raise SchemaError(f"{where}: {err}") from err
+        if event.id in first_at:
+            raise SchemaError(f"{where}: duplicate event id {event.id!r} (first at {first_at[event.id]})")
+        first_at[event.id] = where
+        events.append(event)
     return events

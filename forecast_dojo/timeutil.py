@@ -9,14 +9,11 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, time, timedelta
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.errors import InstantError as InstantError
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-class InstantError(ForecastDojoError, ValueError):
-    """A value that cannot be read as an instant."""
 
 
 def end_of_day(day: date) -> datetime:
@@ -35,7 +32,7 @@ def parse_instant(value: object, *, date_means: str = "start") -> datetime:
     (00:00 UTC the next day, the rule for when a day's news becomes available). Naive times are UTC.
     """
     if date_means not in ("start", "end"):
-        raise ValueError(f"date_means must be 'start' or 'end', not {date_means!r}")
+        raise ConfigError(f"date_means must be 'start' or 'end', not {date_means!r}")
     if isinstance(value, datetime):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if isinstance(value, date):
@@ -43,7 +40,12 @@ def parse_instant(value: object, *, date_means: str = "start") -> datetime:
     if isinstance(value, bool):
         raise InstantError(f"not an instant: {value!r}")
     if isinstance(value, (int, float)):
-        return EPOCH + timedelta(seconds=float(value))
+        try:
+            return EPOCH + timedelta(seconds=float(value))
+        except (OverflowError, ValueError) as err:  # NaN, infinities, beyond year 9999
+            bits = value.bit_length() if isinstance(value, int) else 0  # a huge int's repr can be refused
+            shown = f"an integer of about {int(bits * 0.30103)} digits" if bits > 128 else repr(value)
+            raise InstantError(f"not an instant: {shown} seconds since the epoch") from err
     if not isinstance(value, str) or not value.strip():
         raise InstantError(f"not an instant: {value!r}")
     text = value.strip()

@@ -1,7 +1,10 @@
 """The agent's tools: plain typed methods with docstrings, bound to one forecast step.
 
 Their JSON schemas are generated from the signatures and docstrings
-(``transformers.utils.get_json_schema``), so a tool is described exactly once. Every text a tool
+(``transformers.utils.get_json_schema``), so a tool is described exactly once: :func:`tool_interface`
+gives a tool's name, description and typed parameters as one memory mode shows them (memory off:
+``submit_forecast`` has no ``notebook`` parameter), and both :func:`tool_schemas` and GRPO's tool
+methods (:mod:`forecast_dojo.training.grpo`) are generated from it. Every text a tool
 returns comes through the step's :class:`~forecast_dojo.gateway.CutoffView`, and every result
 records the latest ``available_at`` it exposed, which the env checks against the cutoff.
 """
@@ -13,18 +16,21 @@ import inspect
 import json
 import logging
 import re
-from collections.abc import Callable
+import time
+import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
 from forecast_dojo.gateway import CutoffView, LeakageError
-from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
+from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
 
 SNIPPET_CHARS = 500
+COMPACT_SNIPPET_CHARS = 200  # the compact prompt profile's search results: id, date, title, a short snippet
 MAX_TOP_K = 20
 MAX_READ_CHARS = 20_000
 MAX_QUERY_CHARS = 2_000
@@ -33,7 +39,8 @@ MAX_OFFSET = 10**9
 MAX_CODE_CHARS = 20_000
 MAX_RATIONALE_CHARS = 4_000
 INTERNAL_ERROR_PREFIX = "internal error in tool"
-TOOL_NAMES = ("search", "read", "python", "submit_forecast")
+SUBMIT_FORECAST = "submit_forecast"  # the tool that ends a step: the one spelling of its name
+TOOL_NAMES = ("search", "read", "python", SUBMIT_FORECAST)
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]?(?=\s|$)")
 UNIFORM_READ_ERROR = "no readable document with that id: read only ids returned by search in this step"
 logger = logging.getLogger(__name__)
@@ -54,6 +61,38 @@ class ToolResult:
     submitted: bool = False
 
 
+def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
+    """A submitted ``probabilities`` argument as the env reads it: ``{label: p}`` or a list in outcome order.
+
+    The one probability reader: ``submit_forecast`` and the TRL reward functions
+    (:mod:`forecast_dojo.training.rewards`) both use it.
+
+    Args:
+        value: The argument as decoded from JSON (anything a model can write).
+        outcomes: The event's outcome labels, in order.
+
+    Returns:
+        ``(forecast, None)`` when valid (tiny rounding renormalized), else ``(None, error)``.
+    """
+    if isinstance(value, dict):
+        unknown = sorted(set(map(str, value)) - set(outcomes))
+        missing = [label for label in outcomes if label not in value]
+        if unknown or missing:
+            return (
+                None,
+                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
+            )
+        values = [value[label] for label in outcomes]
+    elif isinstance(value, list):
+        values = value
+    else:
+        return None, "probabilities must be an object keyed by outcome label or a list"
+    try:
+        return check_distribution(values, len(outcomes), where="probabilities"), None
+    except SchemaError as err:
+        return None, str(err)
+
+
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     """At most ``limit`` characters of ``text``, cut after the last complete sentence that fits."""
     text = " ".join(text.split())
@@ -71,6 +110,55 @@ def _day(micros: int) -> str:
     return from_micros(micros).date().isoformat()
 
 
+_COMPACT_HIT = re.compile(r"^\[(?P<id>.+?)\] (?P<date>\d{4}-\d{2}-\d{2}) (?P<title>.*)$")
+
+
+def compact_search_results(results: list[dict[str, Any]]) -> str:
+    """Search results as the compact profile shows them: per hit ``[id] date title`` and a snippet line."""
+    if not results:
+        return "(no results)"
+    lines = []
+    for hit in results:
+        lines.append(f"[{hit['id']}] {hit['date']} {' '.join(str(hit['title']).split())}".rstrip())
+        lines.append(hit["snippet"])
+    return "\n".join(lines)
+
+
+def parse_search_results(content: str) -> list[dict[str, Any]] | None:
+    """The hits of a search result text in either profile's form (``id``, ``date``, ``title``, ``snippet``).
+
+    Returns:
+        The hits (the default profile's JSON objects as they are), or None when ``content`` is not a
+        search result (an error message, say).
+    """
+    if content.startswith("["):
+        try:
+            value = json.loads(content)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, list) and all(isinstance(hit, dict) and "id" in hit for hit in value):
+            return value
+    if content == "(no results)":
+        return []
+    lines = content.split("\n")
+    hits: list[dict[str, Any]] = []
+    for head, body in zip(lines[0::2], lines[1::2], strict=False):
+        match = _COMPACT_HIT.match(head)
+        if match is None:
+            return None
+        hits.append({"id": match["id"], "date": match["date"], "title": match["title"], "snippet": body})
+    return hits if hits and len(lines) == 2 * len(hits) else None
+
+
+def _takes_timeout(runner: Callable[..., Any]) -> bool:
+    """Whether a python runner accepts the ``timeout_s`` keyword (the sandbox's does; simple callables need not)."""
+    try:
+        parameters = inspect.signature(runner).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "timeout_s" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 class ForecastTools:
     """The tools of one forecast step. ``surfaced`` holds the ids that searches returned in this step."""
 
@@ -81,14 +169,22 @@ class ForecastTools:
         forecast_date: date,
         *,
         memory: str = "none",
-        python_runner: Callable[[str, datetime], tuple[str, str | None]] | None = None,
+        python_runner: Callable[..., tuple[str, str | None]] | None = None,
         now: datetime | None = None,
+        python_seconds: float | None = None,
+        compact: bool = False,
     ) -> None:
         self.view = view
+        self.compact = compact  # the compact prompt profile: shorter search results
         self.outcomes = outcomes
         self.forecast_date = forecast_date
         self.memory = memory
         self.python_runner = python_runner
+        # Wall-clock seconds of python this step may use in all (None: no budget), and how many it used.
+        # A runner that takes ``timeout_s`` gets the rest of the budget as its call's timeout.
+        self.python_seconds = python_seconds
+        self.python_seconds_used = 0.0
+        self._runner_takes_timeout = python_runner is not None and _takes_timeout(python_runner)
         # What the python sandbox's clock reads: the step's cutoff (midnight UTC of the date if not given).
         self.now = now or datetime(forecast_date.year, forecast_date.month, forecast_date.day, tzinfo=UTC)
         self.surfaced: set[str] = set()
@@ -118,20 +214,25 @@ class ForecastTools:
             available = int(corpus.available_us[row])
             latest = available if latest is None else max(latest, available)
             ids.append(doc_id)
-            results.append(
-                {
+            hit = {
+                "id": doc_id,
+                "title": corpus.field("title", row) or "",
+                "date": _day(int(self.view.published_us[row])),
+                "source": corpus.field("source", row),
+                "score": round(score, 4),
+                "snippet": snippet(corpus.text(row)),
+            }
+            if self.compact:
+                hit = {
                     "id": doc_id,
-                    "title": corpus.field("title", row) or "",
-                    "date": _day(int(self.view.published_us[row])),
-                    "source": corpus.field("source", row),
-                    "score": round(score, 4),
-                    "snippet": snippet(corpus.text(row)),
+                    "date": hit["date"],
+                    "title": hit["title"],
+                    "snippet": snippet(corpus.text(row), COMPACT_SNIPPET_CHARS),
                 }
-            )
+            results.append(hit)
         self.surfaced.update(ids)
-        return ToolResult(
-            json.dumps(results, ensure_ascii=False), doc_ids=tuple(ids), max_available_us=latest
-        )
+        content = compact_search_results(results) if self.compact else json.dumps(results, ensure_ascii=False)
+        return ToolResult(content, doc_ids=tuple(ids), max_available_us=latest)
 
     def read(self, doc_id: str, offset: int = 0, limit: int = MAX_READ_CHARS) -> ToolResult:
         """Read the full text of a document that a search in this step returned, one page at a time.
@@ -179,7 +280,24 @@ class ForecastTools:
             return ToolResult("", error=f"code is {len(code)} characters long; the cap is {MAX_CODE_CHARS}")
         if self.python_runner is None:
             return ToolResult("", error="the python tool is disabled in this environment")
-        output, error = self.python_runner(code, self.now)
+        if self.python_seconds is None:
+            output, error = self.python_runner(code, self.now)
+            return ToolResult(output, error=error)
+        left = self.python_seconds - self.python_seconds_used
+        if left <= 0:
+            return ToolResult(
+                "",
+                error=f"the python time budget of this step ({self.python_seconds:g} s) is spent; "
+                "nothing was run",
+            )
+        started = time.monotonic()
+        try:
+            if self._runner_takes_timeout:
+                output, error = self.python_runner(code, self.now, timeout_s=left)
+            else:
+                output, error = self.python_runner(code, self.now)
+        finally:
+            self.python_seconds_used += time.monotonic() - started
         return ToolResult(output, error=error)
 
     def submit_forecast(
@@ -192,7 +310,7 @@ class ForecastTools:
 
         Args:
             probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
-            notebook: Memory mode only: your belief notebook to carry to the next step, an object with "assessment" (probability by outcome label), "evidence" (list of {"claim", "date", "doc_ids"}) and "open_questions" (list of strings).
+            notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
         """
         forecast, forecast_error = self._read_probabilities(probabilities)
@@ -227,24 +345,7 @@ class ForecastTools:
     # ------------------------------------------------------------------ plumbing
 
     def _read_probabilities(self, value: Any) -> tuple[tuple[float, ...] | None, str | None]:
-        k = len(self.outcomes)
-        if isinstance(value, dict):
-            unknown = sorted(set(map(str, value)) - set(self.outcomes))
-            missing = [label for label in self.outcomes if label not in value]
-            if unknown or missing:
-                return (
-                    None,
-                    f"labels must be exactly {list(self.outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
-                )
-            values = [value[label] for label in self.outcomes]
-        elif isinstance(value, list):
-            values = value
-        else:
-            return None, "probabilities must be an object keyed by outcome label or a list"
-        try:
-            return check_distribution(values, k, where="probabilities"), None
-        except SchemaError as err:
-            return None, str(err)
+        return read_probabilities(value, self.outcomes)
 
     def functions(self) -> dict[str, Callable[..., ToolResult]]:
         """Every tool by name, as bound methods of this toolbox."""
@@ -280,6 +381,127 @@ class ForecastTools:
             )
 
 
+MEMORY_ONLY_PARAMETERS = {SUBMIT_FORECAST: ("notebook",)}
+"""Parameters a tool offers only in memory-on mode (``memory="notebook"``)."""
+
+
+@dataclass(frozen=True)
+class ToolInterface:
+    """What an agent is shown of one tool in one memory mode: the single source of its schema.
+
+    Attributes:
+        name: The tool's name.
+        doc: Its Google-style docstring (description and ``Args:``), as the schema generator reads it.
+        parameters: Its parameters (no ``self``), with defaults.
+        hints: The parameters' type hints (no return hint: the schema describes only what a model writes).
+    """
+
+    name: str
+    doc: str
+    parameters: tuple[inspect.Parameter, ...]
+    hints: dict[str, Any]
+
+    def function(self, body: Callable[[Any, str, dict[str, Any]], Any]) -> Callable[..., Any]:
+        """A method named like the tool, with its signature, type hints and docstring, running ``body``.
+
+        Calling it as ``method(owner, *args, **kwargs)`` runs ``body(owner, name, arguments)`` where
+        ``arguments`` maps parameter names to the values given (positional ones by the declared order;
+        defaults are left to the tool, unknown keywords are passed on for the tool to refuse).
+
+        Args:
+            body: What a call does (e.g. one ``env.step`` with the call).
+
+        Returns:
+            The function; ``transformers.utils.get_json_schema`` of it (or of it bound to an instance)
+            is exactly this tool's schema.
+        """
+        name = self.name
+        names = [p.name for p in self.parameters]
+
+        def method(owner: Any, *args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(names):
+                raise TypeError(f"{name}() takes {len(names)} positional arguments, got {len(args)}")
+            arguments = dict(zip(names, args, strict=False))
+            repeated = sorted(set(arguments) & set(kwargs))
+            if repeated:
+                raise TypeError(f"{name}() got multiple values for {repeated}")
+            arguments.update(kwargs)
+            return body(owner, name, arguments)
+
+        receiver = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        method.__name__ = method.__qualname__ = name
+        method.__doc__ = self.doc
+        method.__signature__ = inspect.Signature([receiver, *self.parameters])  # type: ignore[attr-defined]
+        method.__annotations__ = dict(self.hints)
+        return method
+
+
+def _edit_argument(doc: str, argument: str, description: str | None) -> str:
+    """A Google-style docstring with one argument's entry replaced by ``description`` (None: removed).
+
+    The entry is its ``argument:`` line and any deeper-indented continuation lines.
+    """
+    out: list[str] = []
+    skipping: int | None = None
+    for line in doc.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if skipping is not None:
+            if line.strip() and indent > skipping:
+                continue
+            skipping = None
+        if line.strip().startswith((f"{argument}:", f"{argument} (")):
+            skipping = indent
+            if description is not None:
+                out.append(f"{line[:indent]}{argument}: {description}")
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def _rendered_descriptions(name: str, memory: str) -> dict[str, str]:
+    """Parameter descriptions rendered from another module's single definition (the notebook's schema)."""
+    if name == SUBMIT_FORECAST and memory == "notebook":
+        return {
+            "notebook": f"Memory mode only: your belief notebook to carry to the next step, {schema_words()}."
+        }
+    return {}
+
+
+@functools.lru_cache(maxsize=16)
+def tool_interface(name: str, memory: str = "none") -> ToolInterface:
+    """The interface of tool ``name`` as memory mode ``memory`` shows it (see :class:`ToolInterface`).
+
+    Args:
+        name: One of :data:`TOOL_NAMES`.
+        memory: ``"none"`` or ``"notebook"``; parameters in :data:`MEMORY_ONLY_PARAMETERS` appear only
+            with ``"notebook"``.
+
+    Returns:
+        The interface, generated from the :class:`ForecastTools` method.
+    """
+    if name not in TOOL_NAMES:
+        raise KeyError(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
+    method = getattr(ForecastTools, name)
+    hidden = () if memory == "notebook" else MEMORY_ONLY_PARAMETERS.get(name, ())
+    doc = inspect.getdoc(method) or ""
+    for argument in hidden:
+        doc = _edit_argument(doc, argument, None)
+    for argument, description in _rendered_descriptions(name, memory).items():
+        doc = _edit_argument(doc, argument, description)
+    all_hints = typing.get_type_hints(method)
+    parameters = tuple(
+        p.replace(annotation=all_hints[p.name])
+        for p in list(inspect.signature(method).parameters.values())[1:]
+        if p.name not in hidden
+    )
+    hints = {p.name: all_hints[p.name] for p in parameters}
+    return ToolInterface(name=name, doc=doc, parameters=parameters, hints=hints)
+
+
+def _schema_only(owner: Any, name: str, arguments: dict[str, Any]) -> Any:
+    raise TypeError(f"{name}: a schema template, not a callable tool")
+
+
 @functools.lru_cache(maxsize=8)
 def _tool_schemas_json(memory: str, enabled: tuple[str, ...]) -> str:
     return json.dumps(_generate_tool_schemas(memory, enabled))
@@ -293,14 +515,8 @@ def tool_schemas(memory: str = "none", enabled: tuple[str, ...] = TOOL_NAMES) ->
 def _generate_tool_schemas(memory: str, enabled: tuple[str, ...]) -> list[dict[str, Any]]:
     from transformers.utils import get_json_schema
 
-    schemas = []
-    for name in TOOL_NAMES:
-        if name not in enabled:
-            continue
-        # Bind to a placeholder instance so ``self`` is not part of the signature.
-        schema = get_json_schema(getattr(ForecastTools, name).__get__(object()))
-        schema["function"].pop("return", None)
-        if name == "submit_forecast" and memory != "notebook":
-            schema["function"]["parameters"]["properties"].pop("notebook", None)
-        schemas.append(schema)
-    return schemas
+    return [
+        get_json_schema(tool_interface(name, memory).function(_schema_only))
+        for name in TOOL_NAMES
+        if name in enabled
+    ]

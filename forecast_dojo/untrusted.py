@@ -21,15 +21,11 @@ import math
 import numbers
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import UntrustedInputError as UntrustedInputError
 
 MAX_DEPTH = 32
 MAX_INT_DIGITS = 100
 PREVIEW_CHARS = 80
-
-
-class UntrustedInputError(ForecastDojoError, ValueError):
-    """A value from the agent that cannot be accepted; the message is meant for the agent."""
 
 
 def clean_text(text: str) -> str:

@@ -194,13 +194,14 @@ def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
-    """Factory for envs over the default synthetic world (hashing embedder, python disabled)."""
+    """Factory for envs over the default synthetic world (hashing embedder, python disabled, all 40 events)."""
     from forecast_dojo.registration import make as make_env
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
 
     def make(**kwargs) -> ForecastDojoEnv:
         kwargs.setdefault("python_runner", None)
+        kwargs.setdefault("split", "all")  # tests choose their events; the library's default is "train"
         return make_env("Synthetic-v0", embedder="hashing", **kwargs)
 
     return make

@@ -1,8 +1,19 @@
-"""The console command's main job, end to end on a small slice of the synthetic world."""
+"""The console command: its jobs, and how it reports a bad input (one line on stderr, exit status 2)."""
 
 from __future__ import annotations
 
-from forecast_dojo.cli import build_parser
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo import registration
+from forecast_dojo.cli import build_parser, main
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["--embedder", "hashing", "--no-python"]
 
 
 def test_help_lists_every_job():
@@ -12,3 +23,126 @@ def test_help_lists_every_job():
 
 
 # The run job's end-to-end tests live in tests/evaluation/test_cli.py.
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str], command: str) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith(f"forecast-dojo {command}: error: ") and "Traceback" not in captured.err
+    return lines[0]
+
+
+@pytest.fixture
+def no_heavy_loading(monkeypatch: pytest.MonkeyPatch, synthetic_cache: Path) -> None:
+    """Fail the test if the command loads a corpus or an embedder (what the env and MiniLM cost)."""
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("loaded the corpus or the embedder before checking the arguments")
+
+    monkeypatch.setattr(registration, "_corpus", refuse)
+    monkeypatch.setattr(registration, "_embedder", refuse)
+
+
+def test_unknown_spec_lists_the_known_ones(capsys):
+    assert main(["run", "--spec", "Synthetic-v9"]) == 2
+    line = one_error_line(capsys, "run")
+    assert (
+        "unknown environment 'Synthetic-v9'" in line
+        and "Synthetic-v0" in line
+        and "ForecastBench-WCE-v0" in line
+    )
+
+
+def write_spec(folder: Path, events: Path, corpus: Path) -> Path:
+    spec = folder / "real.toml"
+    spec.write_text(f'name = "Real-v0"\n[data]\nevents = "{events}"\ncorpus = "{corpus}"\n')
+    return spec
+
+
+def test_a_spec_whose_data_is_not_built_says_which_command_builds_it(tmp_path, capsys):
+    events, corpus = tmp_path / "events" / "eval.jsonl", tmp_path / "corpus"
+    spec = write_spec(tmp_path, events, corpus)
+    assert main(["run", "--spec", str(spec)]) == 2
+    line = one_error_line(capsys, "run")
+    assert (
+        str(spec) in line and f"corpus {corpus} is not built" in line and "forecast-dojo corpus build" in line
+    )
+    corpus.mkdir()
+    assert main(["run", "--spec", str(spec)]) == 2
+    line = one_error_line(capsys, "run")
+    assert f"events file {events} is not built" in line
+    assert f"forecast-dojo events build ... --corpus {corpus} --out {events.parent}" in line
+
+
+def test_report_on_a_missing_or_foreign_folder(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert f"study folder not found: {tmp_path / 'nope'}" in one_error_line(capsys, "report")
+    assert main(["report", str(tmp_path)]) == 2
+    assert "is not a study folder (no study.json" in one_error_line(capsys, "report")
+    assert not (tmp_path / "report.md").exists()
+
+
+def test_missing_notebook_file(no_heavy_loading, tmp_path, capsys):
+    argv = ["run", *FAST, "--agents", "uniform", "--modes", "notebook", "--step", "1"]
+    assert main([*argv, "--notebook", str(tmp_path / "nb.json")]) == 2
+    assert f"--notebook: file not found: {tmp_path / 'nb.json'}" in one_error_line(capsys, "run")
+    (tmp_path / "nb.json").write_text("{}")
+    assert main(["run", *FAST, "--notebook", str(tmp_path / "nb.json")]) == 2
+    assert "add --step" in one_error_line(capsys, "run")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--agents", "honset"], "unknown agent 'honset'; known: ["),
+        (["--agents", "openai"], "agent 'openai' needs --base-url and --model"),
+        (["--modes", "notebok"], "unknown mode(s) ['notebok']"),
+        (
+            ["--modes", "notebook-stale", "--step", "0"],
+            "--step works with the modes none, notebook, no-tools",
+        ),
+        (["--event-ids", "syn-0001", "syn-99999"], "--event-ids: unknown event id(s) ['syn-99999']"),
+        (["--spec", "Synthetic-v0", "--event-ids", "nope"], "unknown event id(s) ['nope']"),
+        (["--embedder", "minilmm"], "[data] embedder: unknown embedder 'minilmm'"),
+    ],
+)
+def test_bad_arguments_are_reported_before_the_env_loads(no_heavy_loading, capsys, argv, message):
+    assert main(["run", *FAST, *argv, "--out", "/nonexistent/never-written"]) == 2
+    assert message in one_error_line(capsys, "run")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--max-events", "-2"), ("--max-events", "0"), ("--rollouts", "0"), ("--sample", "0"), ("--step", "-1"),
+     ("--concurrency", "0"), ("--max-turns", "0"), ("--max-tool-calls", "-1"), ("--rollouts", "two"),
+     ("--knowledge-cutoff", "2024/05/01"), ("--knowledge-cutoff", "20240501"), ("--knowledge-cutoff", "May 2024")],
+)  # fmt: skip
+def test_out_of_range_counts_are_usage_errors(capsys, flag, value):
+    with pytest.raises(SystemExit) as exited:
+        main(["run", flag, value])
+    assert exited.value.code == 2
+    assert f"argument {flag}: " in capsys.readouterr().err
+
+
+def test_export_errors_are_one_line(tmp_path, capsys):
+    assert main(["export", "sft", str(tmp_path / "no-such-log"), "--out", str(tmp_path / "out")]) == 2
+    assert "no-such-log" in one_error_line(capsys, "export sft")
+
+
+def test_the_console_command_prints_no_traceback():
+    done = subprocess.run(
+        [sys.executable, "-m", "forecast_dojo.cli", "run", "--spec", "Nope-v0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        "forecast-dojo run: error: unknown environment 'Nope-v0'; known: ["
+    )
+    assert "'Synthetic-v0'" in lines[0]

@@ -25,8 +25,9 @@ def tool_contents(obs: dict) -> list[str]:
     return [m["content"] for m in obs["messages"] if m["role"] == "tool"]
 
 
-def test_reset_shows_question_and_never_the_outcome(make_tiny_env):
-    env = make_tiny_env()
+@pytest.mark.parametrize("prompt", ["default", "compact"])
+def test_reset_shows_question_and_never_the_outcome(make_tiny_env, prompt):
+    env = make_tiny_env(prompt=prompt)
     obs, info = env.reset("harbor")
     assert obs["event_id"] == "harbor" and obs["step"] == 0 and info["n_steps"] == 3
     assert "n_steps" not in obs  # the episode length is researcher-facing only
@@ -427,3 +428,27 @@ def test_python_tool_through_the_real_sandbox(make_tiny_env):
     assert tool_contents(obs)[0].startswith("Error:") and "FileNotFoundError" in tool_contents(obs)[0]
     obs, *_ = env.step(call("python", code="import datetime\nprint(datetime.date.today())"))
     assert tool_contents(obs) == [f"<python_stdout>\n{env._event.cutoffs[0].date()}\n</python_stdout>"]
+
+
+def test_the_compact_profile_is_recorded_and_plays_like_the_default(make_synthetic_env, tmp_path):
+    """Same facts, fewer words: a scripted agent forecasts identically; run.json and records name the profile."""
+    from forecast_dojo.agents import EvidenceAgent
+    from forecast_dojo.trajectory import RUN_FILE, STEPS_FILE
+
+    forecasts = {}
+    for prompt in ("default", "compact"):
+        env = make_synthetic_env(memory="notebook", prompt=prompt, log_dir=tmp_path / prompt)
+        agent = EvidenceAgent(top_k=5)
+        obs, _ = env.reset("syn-0002")
+        done, records = False, []
+        while not done:
+            obs, _, done, _, info = env.step(agent.act(obs))
+            if info["step_ended"]:
+                records.append(info["record"])
+        env.close()
+        assert {r.prompt for r in records} == {prompt}
+        assert json.loads((tmp_path / prompt / RUN_FILE).read_text()).get("prompt", "default") == prompt
+        logged = [json.loads(line) for line in (tmp_path / prompt / STEPS_FILE).read_text().splitlines()]
+        assert [r["prompt"] for r in logged] == [prompt] * len(records)
+        forecasts[prompt] = [r.forecast for r in records]
+    assert forecasts["default"] == forecasts["compact"]

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from forecast_dojo.schema import SchemaError, load_events, save_events
+from forecast_dojo.timeutil import iso
 from tests.conftest import tiny_events
 
 
@@ -66,11 +67,12 @@ def test_budget_left_says_when_to_submit(make_tiny_env):
     assert info["budget_spent"] and obs["budget_left"] == {"tool_calls": 0, "turns": 0}
 
 
+@pytest.mark.parametrize("prompt", ["default", "compact"])
 @pytest.mark.parametrize("memory", ["none", "notebook"])
-def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory):
+def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory, prompt):
     """Two events with 3 and 4 steps: agent-facing text and values never state the count or the last step."""
     for event_id, n_steps in (("harbor", 3), ("mayor", 4)):
-        env = make_tiny_env(memory=memory)
+        env = make_tiny_env(memory=memory, prompt=prompt)
         seen = episode(env, event_id) if event_id == "harbor" else []
         if event_id == "mayor":
             obs, info = env.reset("mayor")
@@ -87,8 +89,30 @@ def test_nothing_agent_facing_reveals_the_number_of_steps(make_tiny_env, memory)
         assert len({tuple(sorted(obs)) for obs, _ in seen}) == 1
 
 
-def test_show_episode_length_is_an_explicit_ablation(make_tiny_env):
-    env = make_tiny_env(show_episode_length=True)
+@pytest.mark.parametrize("prompt", ["default", "compact"])
+def test_nothing_agent_facing_reveals_the_outcome(make_tiny_env, prompt):
+    """Prompt, tool results and notices of whole episodes never carry the outcome, its date or the market."""
+    for event in tiny_events():
+        env = make_tiny_env(memory="notebook", prompt=prompt)
+        seen = episode(env, event.id) if event.id == "harbor" else [env.reset(event.id)]
+        text = json.dumps([obs for obs, _ in seen])
+        prompts = [
+            m["content"] for obs, _ in seen for m in obs["messages"] if m["role"] in ("system", "user")
+        ]
+        public = " ".join((event.question, event.background, event.resolution_criteria))
+        assert prompts and iso(event.resolved_at) not in text and iso(event.close_at) not in text
+        for day in (event.resolved_at.date().isoformat(), event.close_at.date().isoformat()):
+            assert day in public or day not in text  # a date only where the public question states it
+        for point in event.market:
+            assert not any(f"{p:.2f}" in " ".join(prompts) for p in point.probabilities)
+        assert not any(
+            re.search(rf"\b(outcome|answer) (is|was) {re.escape(event.outcome)}\b", t) for t in prompts
+        )
+
+
+@pytest.mark.parametrize("prompt", ["default", "compact"])
+def test_show_episode_length_is_an_explicit_ablation(make_tiny_env, prompt):
+    env = make_tiny_env(show_episode_length=True, prompt=prompt)
     obs, info = env.reset("harbor")
     assert obs["n_steps"] == 3 and "(step 1 of 3)" in obs["messages"][1]["content"]
     assert obs in env.observation_space and env.run_metadata["show_episode_length"] is True
@@ -172,3 +196,75 @@ def test_question_field_is_the_text_as_it_stood_at_the_cutoff(tiny_corpus):
         )  # fmt: skip
     assert seen[0][0] == tiny_events()[0].question and "(edited)" not in seen[0][1]
     assert seen[1][0] == edited and f"Question: {edited}" in seen[1][1]
+
+
+@pytest.mark.parametrize("memory", ["none", "notebook"])
+def test_an_event_at_every_size_limit_stays_inside_the_observation_space(tiny_corpus, tmp_path, memory):
+    """K = 64 labels (2,000 characters in all), a 512-character id, a 10,000-character question (and as
+    much again in a text version), 100,000-character background and criteria: loaded from disk, every
+    observation of an episode (search, notebook submission) lies in ``env.observation_space``."""
+    from forecast_dojo.corpus.embedders import HashingEmbedder
+    from forecast_dojo.corpus.retrieval import ExactDenseRetriever
+    from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.schema import (
+        MAX_EVENT_ID_CHARS,
+        MAX_LABELS_TOTAL_CHARS,
+        MAX_OUTCOMES,
+        MAX_QUESTION_CHARS,
+        MAX_TEXT_CHARS,
+    )
+    from forecast_dojo.timeutil import iso
+
+    base = tiny_events()[0]
+    width = MAX_LABELS_TOTAL_CHARS // MAX_OUTCOMES
+    labels = [f"{i:02d} ".ljust(width, "x") for i in range(MAX_OUTCOMES)]
+    labels[0] = labels[0].ljust(width + MAX_LABELS_TOTAL_CHARS % MAX_OUTCOMES, "y")
+    question = "Will " + "Q" * (MAX_QUESTION_CHARS - 6) + "?"
+    version = {"from": iso(base.cutoffs[1]), "question": question[::-1], "background": "v" * MAX_TEXT_CHARS}
+    event = dataclasses.replace(
+        base,
+        id="e" * MAX_EVENT_ID_CHARS,
+        question=question,
+        background="b" * MAX_TEXT_CHARS,
+        resolution_criteria="r" * MAX_TEXT_CHARS,
+        outcomes=tuple(labels),
+        outcome=labels[-1],
+        market=(),
+        extra={"text_versions": [version]},
+    )
+    assert (
+        sum(map(len, event.outcomes)) == MAX_LABELS_TOTAL_CHARS and len(event.question) == MAX_QUESTION_CHARS
+    )
+    (loaded,) = load_events(save_events([event], tmp_path / "limits.jsonl"))
+    env = ForecastDojoEnv(
+        [loaded],
+        tiny_corpus,
+        ExactDenseRetriever(tiny_corpus, HashingEmbedder()),
+        memory=memory,
+        python_runner=None,
+    )
+    obs, _ = env.reset(loaded.id)
+    seen = [obs]
+    terminated = False
+    uniform = [1 / MAX_OUTCOMES] * MAX_OUTCOMES
+    while not terminated:
+        seen.append(env.step(call("search", query="Harbor Act"))[0])
+        arguments: dict = {"probabilities": uniform}
+        if memory == "notebook":
+            arguments["notebook"] = {
+                "assessment": dict(zip(labels, uniform, strict=True)),
+                "evidence": [],
+                "open_questions": [],
+            }
+        obs, _, terminated, _, info = env.step(call("submit_forecast", **arguments))
+        record = info["record"]
+        assert record.valid and record.forecast_error is None and record.forecast == pytest.approx(uniform)
+        seen.append(obs)
+    assert len(seen) == 1 + 2 * loaded.n_steps
+    for obs in seen:
+        assert env.observation_space.contains(obs), {
+            k: env.observation_space[k].contains(v) for k, v in obs.items()
+        }
+    assert seen[0]["outcomes"] == labels and seen[-1]["question"] == question[::-1]
+    if memory == "notebook":
+        assert json.loads(seen[-1]["notebook"])["assessment"] == dict(zip(labels, uniform, strict=True))

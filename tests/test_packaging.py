@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from tests.conftest import REPO_ROOT, tiny_events
+from tests.venvs import make_venv
 
 SCRIPT = textwrap.dedent(
     """
@@ -55,7 +56,8 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     shutil.copytree(
         REPO_ROOT / "forecast_dojo", source / "forecast_dojo", ignore=shutil.ignore_patterns("__pycache__")
     )
-    for name in ("pyproject.toml", "README.md"):
+    shutil.copytree(REPO_ROOT / "envs", source / "envs")  # the specs ship from the top-level envs/
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO_ROOT / name, source / name)
     dist = tmp_path / "dist"
     subprocess.run(
@@ -76,10 +78,21 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     )
     wheel = next(dist.glob("forecast_dojo-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = make_venv(venv)  # sees this environment's packages, also when that is itself a virtualenv
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        # --ignore-installed: this environment may already hold forecast_dojo 0.1.0 (an editable install),
+        # which pip would call "already satisfied", installing nothing.
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--ignore-installed",
+            "-q",
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
     )

@@ -38,7 +38,7 @@ LEGACY_KEYS = [
     "tokens",
     "n_visible",
 ]
-NEW_KEYS = ["format_version", "run_id", "rollout", "agent", "source", "wall_time_s"]
+NEW_KEYS = ["format_version", "run_id", "rollout", "agent", "source", "prompt", "wall_time_s"]
 
 
 def call(name, **arguments):
@@ -81,6 +81,7 @@ def test_info_record_is_what_the_log_writes(make_tiny_env, tmp_path):
         "agent",
         "source",
         "memory",
+        "prompt",
         "messages",
         "tools",
         "tool_calls",

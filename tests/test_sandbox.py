@@ -27,6 +27,7 @@ import pytest
 
 from forecast_dojo import sandbox
 from forecast_dojo.sandbox import SandboxLimits, run_python, sandbox_available
+from tests.venvs import make_venv
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = SandboxLimits(timeout_s=5.0, memory_mb=256)
@@ -282,28 +283,61 @@ def test_kernel_escape_hatches_are_denied() -> None:
     assert lines[-1] == "uid 65534 65534"
 
 
-def test_seccomp_program_layout() -> None:
-    program = sandbox.seccomp_program()
-    assert len(program) % 8 == 0
+SECCOMP_ALLOW, SECCOMP_KILL = 0x7FFF0000, 0x80000000
+SECCOMP_EPERM, SECCOMP_EAFNOSUPPORT = 0x00050000 | 1, 0x00050000 | 97
+
+
+def seccomp_decision(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int = 0xC000003E) -> int:
+    """What the kernel would do with one syscall: a small classic-BPF interpreter over ``struct seccomp_data``."""
+    padded = [a & (2**64 - 1) for a in (*args, 0, 0, 0, 0, 0, 0)[:6]]
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *padded)
     insns = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
-    denied = set(sandbox._DENIED_SYSCALLS_X86_64.values())
-    sockets = set(sandbox._SOCKET_SYSCALLS_X86_64.values())
-    assert len(insns) == 5 + len(sockets) + len(denied) + 6
-    ret_errno = 0x00050000
-    deny = len(insns) - 1
-    assert insns[deny] == (0x06, 0, 0, ret_errno | 1)  # EPERM
-    # Every denied number jumps to the final EPERM, every socket call to the AF_UNIX check.
-    targets = {}
-    for index, (code, jt, _jf, k) in enumerate(insns):
-        if code == 0x15 and index >= 5 and k in denied | sockets:
-            targets[k] = index + 1 + jt
-    assert {k for k, t in targets.items() if t == deny} == denied
-    check = {t for k, t in targets.items() if k in sockets}
-    assert len(check) == 1
-    (at,) = check
-    assert insns[at] == (0x20, 0, 0, 16)  # load args[0]
-    assert insns[at + 1][0] == 0x15 and insns[at + 1][3] == 1  # AF_UNIX
-    assert insns[at + 2] == (0x06, 0, 0, ret_errno | 97)  # EAFNOSUPPORT
+    pc, acc = 0, 0
+    for _ in range(len(insns)):  # jumps go forward only, so every path ends within len(insns) steps
+        code, jt, jf, k = insns[pc]
+        if code == 0x20:  # ld [k]
+            (acc,), pc = struct.unpack_from("=I", data, k), pc + 1
+        elif code == 0x54:  # and #k
+            acc, pc = acc & k, pc + 1
+        elif code in (0x15, 0x35, 0x45):  # jeq, jge, jset
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += 1 + (jt if taken else jf)
+        elif code == 0x06:  # ret #k
+            return k
+        else:
+            raise AssertionError(f"unexpected BPF instruction {code:#x} at {pc}")
+    raise AssertionError("the program does not return")
+
+
+def test_seccomp_filter_decisions() -> None:
+    program = sandbox.seccomp_program()
+    assert len(program) % 8 == 0 and len(program) // 8 < 4096  # BPF_MAXINSNS
+    decide = lambda nr, *args: seccomp_decision(program, nr, args)  # noqa: E731
+    for name, nr in sandbox._DENIED_SYSCALLS_X86_64.items():
+        assert decide(nr) == SECCOMP_EPERM, name
+    # What ordinary code needs: read, write, openat, mmap, newfstatat, clock_gettime, exit_group.
+    for nr in (0, 1, 257, 9, 262, 228, 231):
+        assert decide(nr) == SECCOMP_ALLOW, nr
+    assert decide(41, 1, 1) == decide(53, 1, 1) == SECCOMP_ALLOW  # AF_UNIX socket, socketpair
+    for family in (2, 10, 16, 17, 40):  # INET, INET6, NETLINK, PACKET, VSOCK
+        assert decide(41, family, 1) == decide(53, family, 1) == SECCOMP_EAFNOSUPPORT
+    sol_socket = 1
+    for option in (29, 35, 37, 63, 64, 65):  # SO_TIMESTAMP{,NS,ING} old and new
+        assert decide(54, 3, sol_socket, option) == SECCOMP_EPERM, option
+    assert decide(54, 3, sol_socket, 7) == SECCOMP_ALLOW  # SO_SNDBUF
+    assert decide(54, 3, 6, 29) == SECCOMP_ALLOW  # option 29 at another level is something else
+    abstime = 1
+    for clock in (0, 8, 11):  # REALTIME, REALTIME_ALARM, TAI
+        assert decide(230, clock, abstime) == SECCOMP_EPERM, clock
+        assert decide(230, clock, 0) == SECCOMP_ALLOW, clock  # relative sleeps tell nothing
+    assert decide(230, 1, abstime) == SECCOMP_ALLOW  # time.sleep: absolute on CLOCK_MONOTONIC
+    assert decide(223, 0, abstime) == SECCOMP_EPERM and decide(223, 0, 0) == SECCOMP_ALLOW
+    futex_wait_bitset, private, clock_realtime, lock_pi = 9, 128, 256, 6
+    assert decide(202, 0, futex_wait_bitset | private) == SECCOMP_ALLOW
+    assert decide(202, 0, futex_wait_bitset | private | clock_realtime) == SECCOMP_EPERM
+    assert decide(202, 0, lock_pi) == decide(202, 0, lock_pi | private) == SECCOMP_EPERM
+    assert decide(0x40000000 | 1) == SECCOMP_EPERM  # x32 ABI
+    assert seccomp_decision(program, 1, (), arch=0x40000003) == SECCOMP_KILL  # i386
 
 
 # --- limits -------------------------------------------------------------------------------------------------
@@ -548,6 +582,25 @@ MEMORY_VECTORS = {
                 pass
         print("HELD")
         """,
+    "tmp_xattrs": """
+        import os
+        held = 0
+        for i in range(1 << 20):  # tmpfs keeps extended attributes in kernel memory its size= does not count
+            path = f"/tmp/x{i}"
+            open(path, "wb").close()
+            for j in range(64):
+                os.setxattr(path, f"user.k{j}", b"x" * 60000)
+                held += 60000
+            if held > 4 * 1024 ** 3:
+                break
+        print("HELD")
+        """,
+    "tmp_inodes": """
+        import os
+        for i in range(4 * 1024 ** 2):  # about 1 KiB of kernel memory each, which the tmpfs's size= does not count
+            os.mkdir(f"/tmp/{i}")
+        print("HELD")
+        """,
     "tmp_files": """
         for i in range(128):
             with open(f"/tmp/fill{i}", "wb") as fh:
@@ -580,13 +633,21 @@ def test_memory_vectors_are_denied_for_the_expected_reason() -> None:
         "rlimit_as_bytearray": "MemoryError",
         "rlimit_as_numpy": "Unable to allocate",
         "rlimit_as_shared_mmap": "OSError: [Errno 12] Cannot allocate memory",
-        "many_pipe_buffers": "OSError: [Errno 24] Too many open files",
+        "many_pipe_buffers": "PermissionError: [Errno 1] Operation not permitted",  # pipes are denied
         "many_unix_socket_buffers": "OSError: [Errno 24] Too many open files",
         "tmp_files": "OSError: [Errno 28] No space left on device",
+        "tmp_xattrs": "PermissionError: [Errno 1] Operation not permitted",
+        # nr_inodes of the bounded /tmp, or (where a memory cgroup is used instead) its limit
+        "tmp_inodes": ("OSError: [Errno 28] No space left on device", "memory limit of"),
     }
-    for vector, message in expected.items():
+    assert set(expected) == set(MEMORY_VECTORS)
+    for vector, messages in expected.items():
         result = run(MEMORY_VECTORS[vector], VECTOR_LIMITS)
-        assert message in result.stderr, (vector, result)
+        said = f"{result.stderr}\n{result.error}"
+        assert any(m in said for m in ((messages,) if isinstance(messages, str) else messages)), (
+            vector,
+            result,
+        )
 
 
 def test_descriptor_limit() -> None:
@@ -717,11 +778,11 @@ def test_forecast_dojo_is_invisible_from_a_wheel_install(tmp_path: Path) -> None
     )  # fmt: skip
     (wheel,) = wheels.glob("forecast_dojo-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120
-    )
-    python = str(venv / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300)
+    python = str(make_venv(venv))  # sees this environment's packages, also when that is itself a virtualenv
+    # --ignore-installed: the environment this test runs in may already hold forecast_dojo 0.1.0 (an
+    # editable install), and pip would then call the wheel "already satisfied" and install nothing.
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
+                   check=True, timeout=300)  # fmt: skip
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "world.json").write_text('{"outcome": "YES"}')
@@ -943,3 +1004,198 @@ def test_cgroup_directory_is_found_from_mountinfo(tmp_path: Path) -> None:
     assert sandbox._cgroup_dir(mounts, "cgroup", "pids", "/") is None
     cgroup, reason = sandbox._find_cgroup_parent()  # whatever this host offers, the reason says it
     assert (cgroup is None) == reason.startswith("no memory cgroup")
+
+
+# --- the real date through the kernel and the file system (issue 18) -------------------------------------------
+
+# Each vector either fails (the errno is printed) or yields a time; none may yield the host's date.
+DATE_VECTORS = r"""
+import ctypes, json, os, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+out = {}
+
+
+class Timespec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+
+class Timex(ctypes.Structure):  # struct timex: the time is at offset 72 (struct timeval time)
+    _fields_ = [("modes", ctypes.c_uint), ("head", ctypes.c_byte * 68), ("sec", ctypes.c_long),
+                ("usec", ctypes.c_long), ("tail", ctypes.c_byte * 128)]
+
+
+def call(name, rc, value=None):
+    out[name] = {"errno": ctypes.get_errno()} if rc == -1 else {"value": value}
+
+
+for option in (29, 35, 37, 63, 64, 65):  # SO_TIMESTAMP, SO_TIMESTAMPNS, SO_TIMESTAMPING, *_NEW
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        b.setsockopt(socket.SOL_SOCKET, option, 1 if option not in (37, 65) else 0x18)
+        a.send(b"x")
+        _, ancillary, _, _ = b.recvmsg(8, 1024)
+        out[f"so_timestamp_{option}"] = {"value": [struct.unpack("q", d[:8])[0] for _, _, d in ancillary]}
+    except OSError as exc:
+        out[f"so_timestamp_{option}"] = {"errno": exc.errno}
+tx = Timex()
+call("adjtimex", libc.adjtimex(ctypes.byref(tx)), tx.sec)
+tx = Timex()
+call("adjtimex_syscall", libc.syscall(159, ctypes.byref(tx)), tx.sec)
+tx = Timex()
+call("clock_adjtime", libc.syscall(305, 0, ctypes.byref(tx)), tx.sec)
+tx = Timex()
+call("ntp_gettime", libc.ntp_gettimex(ctypes.byref(tx)) if hasattr(libc, "ntp_gettimex") else -1, tx.sec)
+past = Timespec(86400, 0)  # an absolute deadline long past: returning at once would say "it is later"
+call("clock_nanosleep_abs", libc.syscall(230, 0, 1, ctypes.byref(past), None))
+rc = libc.clock_nanosleep(0, 1, ctypes.byref(past), None)  # returns the error number, not -1
+out["clock_nanosleep_abs_libc"] = {"errno": rc} if rc else {"value": 0}
+call("timerfd_create", libc.syscall(283, 0, 0))
+word = ctypes.c_uint32(0)
+call("futex_wait_bitset_realtime", libc.syscall(202, ctypes.byref(word), 9 | 256, 0, ctypes.byref(past), None,
+                                                0xFFFFFFFF))  # fmt: skip
+call("futex_lock_pi", libc.syscall(202, ctypes.byref(word), 6, 0, ctypes.byref(past), None, 0))
+timer = ctypes.c_int(0)
+sigevent = (ctypes.c_int * 16)(0, 0, 0, 1)  # sigev_notify = SIGEV_NONE
+if libc.syscall(222, 0, ctypes.byref(sigevent), ctypes.byref(timer)) == 0:
+    spec = (ctypes.c_long * 4)(0, 0, 86400, 0)
+    call("timer_settime_abs", libc.syscall(223, timer.value, 1, ctypes.byref(spec), None))
+try:
+    r, w = os.pipe()
+    out["pipe"] = {"value": os.fstat(w).st_mtime}
+except OSError as exc:
+    out["pipe"] = {"errno": exc.errno}
+for fd in (0, 1, 2):
+    st = os.fstat(fd)
+    out[f"fstat_{fd}"] = {"value": [st.st_atime, st.st_mtime, st.st_ctime]}
+for path in PATHS:
+    st = os.lstat(path)
+    out[f"stat {path}"] = {"value": [st.st_atime, st.st_mtime]}
+print(json.dumps(out))
+"""
+
+
+def test_the_real_date_is_not_readable_through_these_vectors() -> None:
+    layout = sandbox._availability().layout
+    assert layout is not None
+    # The sandbox's own mount points: its root, /dev and its nodes, /tmp, /site-packages, every path
+    # component leading to a bind, and the empty directories over hidden site-packages.
+    paths = {"/", "/dev", "/tmp", sandbox._SANDBOX_SITE, *(f"/dev/{name}" for name in sandbox._DEVICES)}
+    for _, destination in layout.ro_binds:
+        parts = Path(destination).parts
+        paths.update(str(Path(*parts[:i])) for i in range(2, len(parts)))
+    paths.update(layout.hidden)
+    # (Not what bwrap creates inside the private /tmp, nor the host binds such as /usr, whose times are
+    # the host's: docs/sandbox.md lists them.)
+    paths = {p for p in paths if not sandbox._is_under(p, ["/tmp"]) or p == "/tmp"}
+    code = f"PATHS = {sorted(paths)!r}\n" + DATE_VECTORS
+    result = run_python(code, SandboxLimits(timeout_s=10.0), now=CUTOFF)
+    assert result.ok, result
+    seen = json.loads(result.stdout)
+    host_now = time.time()
+
+    def times(value: object) -> list[float]:
+        return [float(v) for v in (value if isinstance(value, list) else [value]) if v is not None]
+
+    leaks = {
+        name: reading
+        for name, reading in seen.items()
+        if "value" in reading and any(abs(t - host_now) < 2 * 86400 for t in times(reading["value"]))
+    }
+    assert not leaks, leaks
+    denied = [
+        *(f"so_timestamp_{option}" for option in (29, 35, 37, 63, 64, 65)),
+        "adjtimex",
+        "adjtimex_syscall",
+        "clock_adjtime",
+        "clock_nanosleep_abs",
+        "clock_nanosleep_abs_libc",
+        "timerfd_create",
+        "futex_wait_bitset_realtime",
+        "futex_lock_pi",
+        "timer_settime_abs",
+        "pipe",
+    ]
+    assert {name: seen[name] for name in denied} == {name: {"errno": 1} for name in denied}
+    fixed = sandbox.DEFAULT_NOW.timestamp()
+    for name, reading in seen.items():
+        if name.startswith("stat "):
+            assert reading["value"] == [fixed, fixed], (name, reading)  # the skeleton's fixed time
+    assert seen["fstat_0"]["value"] == seen["fstat_1"]["value"] == [0.0, 0.0, 0.0]  # sockets carry no time
+
+
+def test_system_dist_packages_are_hidden() -> None:
+    """Debian's /usr/lib/python3/dist-packages (yaml, cryptography, apt_pkg) must not be importable."""
+    system = sandbox._system_site_dirs()
+    layout = sandbox._availability().layout
+    assert layout is not None and set(system) <= set(layout.hidden)
+    probes = [name for name in ("yaml", "cryptography", "apt_pkg", "gi")
+              if any(Path(d, name).exists() or list(Path(d).glob(f"{name}.*")) for d in system)]  # fmt: skip
+    seen = run_json(
+        f"""
+        import importlib, json, os, sys
+        sys.path[:0] = {system!r}
+        out = {{"listing": {{d: sorted(os.listdir(d)) for d in {system!r} if os.path.isdir(d)}}, "imports": {{}}}}
+        for name in {probes!r}:
+            try:
+                importlib.import_module(name)
+                out["imports"][name] = "imported"
+            except ImportError as exc:
+                out["imports"][name] = type(exc).__name__
+        print(json.dumps(out))
+        """
+    )
+    assert seen["listing"] == {d: [] for d in system}
+    assert seen["imports"] == {name: "ModuleNotFoundError" for name in probes}
+    if Path("/usr/lib/python3/dist-packages/yaml").exists():  # this host (Debian): the reported case
+        assert "yaml" in probes and "/usr/lib/python3/dist-packages" in system
+
+
+def test_device_nodes_work_but_cannot_be_changed() -> None:
+    """The code may use /dev/null and friends, never chmod or re-time them (before: the host's own nodes)."""
+    host_null = os.stat("/dev/null")
+    seen = run_json(
+        """
+        import json, os
+        out = {"urandom": len(open("/dev/urandom", "rb").read(8)), "zero": open("/dev/zero", "rb").read(2).hex()}
+        open("/dev/null", "w").write("discarded")
+        for path in ("/dev/null", "/dev/urandom", "/dev", "/"):
+            for name, change in (("chmod", lambda p: os.chmod(p, 0o600)), ("utime", lambda p: os.utime(p, (0, 0)))):
+                try:
+                    change(path)
+                    out[f"{name} {path}"] = "changed"
+                except OSError as exc:
+                    out[f"{name} {path}"] = exc.errno
+        out["listing"] = sorted(os.listdir("/dev"))
+        print(json.dumps(out))
+        """
+    )
+    assert seen.pop("urandom") == 8 and seen.pop("zero") == "0000"
+    assert seen.pop("listing") == sorted(sandbox._DEVICES)
+    assert all(value in (1, 30) for value in seen.values()), seen  # EPERM or EROFS
+    after = os.stat("/dev/null")
+    assert (after.st_mode, after.st_mtime) == (host_null.st_mode, host_null.st_mtime)
+
+
+def test_the_root_skeleton_is_remade_when_it_vanishes() -> None:
+    layout = sandbox._availability().layout
+    assert layout is not None
+    shutil.rmtree(layout.skeleton)  # e.g. a cleaner of old files in $TMPDIR
+    result = run("import os\nprint(os.stat('/').st_mtime)\n")
+    assert result.ok, result
+    assert float(result.stdout) == sandbox.DEFAULT_NOW.timestamp()
+
+
+def test_tmp_is_bounded_in_inodes_without_a_memory_cgroup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bwrap's tmpfs has no nr_inodes: without the cgroup, 600,000 directories held 630 MiB in one call."""
+    state = sandbox._availability()
+    assert state.layout is not None and state.layout.tmp_wrapper, state.reason
+    assert state.reason.endswith(f"without a memory cgroup /tmp is limited to {sandbox._TMP_INODES} inodes")
+    monkeypatch.setattr(sandbox, "_cache", dataclasses.replace(state, cgroup=None))
+    seen = run_json(
+        """
+        import json, os
+        vfs = os.statvfs("/tmp")
+        print(json.dumps({"inodes": vfs.f_files, "bytes": vfs.f_blocks * vfs.f_frsize}))
+        """
+    )
+    assert seen == {"inodes": sandbox._TMP_INODES, "bytes": sandbox._TMP_SIZE_BYTES}

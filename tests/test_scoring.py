@@ -39,3 +39,27 @@ def test_rules_are_proper(rule):
 
 def test_all_scores_keys():
     assert set(all_scores([0.5, 0.5], 0)) == {"brier", "log", "spherical"}
+
+
+def test_one_log_loss_and_one_brier_everywhere():
+    """The env, the metrics, the oracle and the rewards score with the same functions (issue 19)."""
+    from forecast_dojo import scoring
+    from forecast_dojo.evaluation import metrics
+    from forecast_dojo.synthetic import oracle
+
+    assert metrics.log_loss is scoring.log_loss is oracle.log_loss
+    assert metrics.brier_loss is scoring.brier_loss is oracle.brier_loss
+    assert metrics.LOG_FLOOR == scoring.LOG_FLOOR == 1e-3
+    # At p = 0 every copy used to disagree: one floored at 1e-3, the oracle's returned infinity.
+    assert scoring.log_loss([1.0, 0.0], 1) == pytest.approx(-math.log(1e-3))
+    assert oracle.log_loss([1.0, 0.0], 1) == metrics.log_loss([1.0, 0.0], 1)
+
+
+@pytest.mark.parametrize("forecast", [[0.7, 0.2, 0.1], [1.0, 0.0, 0.0], [0.0, 0.0005, 0.9995], [1 / 3] * 3])
+def test_losses_are_the_negated_scores_exactly(forecast):
+    from forecast_dojo.scoring import brier_loss, log_loss
+
+    for outcome in range(3):
+        assert brier_loss(forecast, outcome) == -brier_score(forecast, outcome)
+        assert log_loss(forecast, outcome) == -log_score(forecast, outcome)
+        assert all_scores(forecast, outcome)["log"] == -log_loss(forecast, outcome)

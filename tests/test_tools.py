@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import os
+import time
+from datetime import datetime
 
+import pytest
+
+from forecast_dojo.prompts import Budgets
 from forecast_dojo.tools import TOOL_NAMES, ForecastTools, snippet, tool_schemas
 
 
@@ -31,3 +37,104 @@ def test_schemas_are_generated_from_the_signatures():
         "search",
         "submit_forecast",
     ]
+
+
+# --- the python time budget of a step (issue 18) ------------------------------------------------------------
+
+
+def python_calls(*codes: str) -> dict:
+    calls = [{"type": "function", "function": {"name": "python", "arguments": {"code": c}}} for c in codes]
+    return {"role": "assistant", "content": "", "tool_calls": calls}
+
+
+def tool_texts(obs: dict) -> list[str]:
+    return [m["content"] for m in obs["messages"] if m["role"] == "tool"]
+
+
+class FakeClock:
+    """Stands in for ``time`` in forecast_dojo.tools: runners advance it instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    import forecast_dojo.tools as tools
+
+    fake = FakeClock()
+    monkeypatch.setattr(tools, "time", fake)
+    return fake
+
+
+def test_python_budget_is_shared_by_the_calls_and_turns_of_a_step(make_tiny_env, clock):
+    timeouts: list[float | None] = []
+
+    def slow(code: str, now: datetime, timeout_s: float | None = None) -> tuple[str, str | None]:
+        timeouts.append(timeout_s)
+        clock.now += 0.3
+        return "ran\n", None
+
+    env = make_tiny_env(python_runner=slow, budgets=Budgets(max_tool_calls=8, max_python_seconds=0.5))
+    env.reset("harbor")
+    obs, *_ = env.step(python_calls("a = 1", "b = 2"))
+    assert tool_texts(obs) == ["ran\n", "ran\n"]  # the second call starts with 0.2 s left
+    assert timeouts == [0.5, pytest.approx(0.2)]
+    obs, *_ = env.step(python_calls("c = 3"))  # a later turn of the same forecast step
+    refusal = "Error: the python time budget of this step (0.5 s) is spent; nothing was run"
+    assert tool_texts(obs) == [refusal] and len(timeouts) == 2
+    obs, *_ = env.step(call_submit(env))  # the next forecast step has a fresh budget
+    obs, *_ = env.step(python_calls("d = 4"))
+    assert tool_texts(obs) == ["ran\n"] and timeouts[-1] == 0.5
+
+
+def call_submit(env) -> dict:
+    k = len(env._event.outcomes)
+    arguments = {"probabilities": [1 / k] * k}
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "submit_forecast", "arguments": arguments}}]}  # fmt: skip
+
+
+def test_python_budget_also_bounds_a_runner_without_a_timeout(make_tiny_env, clock):
+    def slow(code: str, now: datetime) -> tuple[str, str | None]:
+        clock.now += 0.3
+        return "ran\n", None
+
+    env = make_tiny_env(python_runner=slow, budgets=Budgets(max_python_seconds=0.5))
+    env.reset("harbor")
+    obs, *_ = env.step(python_calls("1", "2", "3"))
+    texts = tool_texts(obs)
+    assert texts[:2] == ["ran\n", "ran\n"] and texts[2].startswith("Error: the python time budget")
+
+
+def test_python_budget_is_validated():
+    for bad in (0, -1.0, float("inf"), float("nan"), "20"):
+        with pytest.raises(ValueError, match="max_python_seconds"):
+            Budgets(max_python_seconds=bad)
+    assert Budgets().max_python_seconds == 20.0
+
+
+def test_one_turn_of_endless_loops_is_bounded_by_the_budget(make_tiny_env):
+    """The reported case: a turn of many `while True: pass` calls held one env.step for 81 s."""
+    from forecast_dojo.sandbox import sandbox_available, sandbox_python_runner
+
+    available, reason = sandbox_available()
+    if not available:
+        if os.environ.get("FORECAST_DOJO_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"no sandbox here: {reason}")
+        pytest.skip(f"no sandbox here: {reason}")
+    env = make_tiny_env(
+        python_runner=sandbox_python_runner, budgets=Budgets(max_tool_calls=32, max_python_seconds=3.0)
+    )
+    env.reset("harbor")
+    started = time.monotonic()
+    obs, *_ = env.step(python_calls(*["while True:\n    pass"] * 32))
+    elapsed = time.monotonic() - started
+    texts = tool_texts(obs)
+    assert len(texts) == 32
+    assert "the python time budget of this step ran out; the process was killed" in texts[0]
+    assert all(t.startswith("Error: the python time budget of this step (3 s) is spent") for t in texts[1:])
+    assert elapsed < 3.0 + 5.0, elapsed  # the budget, plus the one killed sandbox's start and teardown

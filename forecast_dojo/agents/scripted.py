@@ -17,7 +17,9 @@ from datetime import date
 from typing import Any, TypedDict
 
 from forecast_dojo.agents.base import ConversationAgent, tool_call
+from forecast_dojo.notebook import notebook_value
 from forecast_dojo.spaces import Observation
+from forecast_dojo.tools import SUBMIT_FORECAST, parse_search_results
 
 # Sourcing cues and the likelihood ratio a reader gives a sentence that uses them.
 CUE_WEIGHTS: tuple[tuple[re.Pattern[str], float, str], ...] = tuple(
@@ -75,7 +77,7 @@ class UniformAgent(ConversationAgent):
     def respond(self, observation: Observation) -> dict[str, Any]:
         """Submit ``1/K`` for each of the K outcomes."""
         k = len(observation["outcomes"])
-        return tool_call("submit_forecast", probabilities=[1.0 / k] * k)
+        return tool_call(SUBMIT_FORECAST, probabilities=[1.0 / k] * k)
 
 
 def _key_terms(question: str) -> set[str]:
@@ -142,12 +144,8 @@ class EvidenceAgent(ConversationAgent):
     def respond(self, observation: Observation) -> dict[str, Any]:
         """Run the next planned search while the budget allows, then submit."""
         for message in observation["messages"]:
-            if (
-                message["role"] == "tool"
-                and message.get("name") == "search"
-                and message["content"].startswith("[")
-            ):
-                for result in json.loads(message["content"]):
+            if message["role"] == "tool" and message.get("name") == "search":
+                for result in parse_search_results(message["content"]) or []:
                     self.seen.setdefault(result["id"], result)
         if self.searches_done < len(self.queries) and observation["budget_left"]["tool_calls"] > 0:
             query = self.queries[self.searches_done]
@@ -206,13 +204,12 @@ class EvidenceAgent(ConversationAgent):
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
         if self.memory == "notebook":
             strongest = sorted(ledger.items(), key=lambda item: (-item[1][1], item[1][3], item[0]))[:40]
-            arguments["notebook"] = {
-                "assessment": arguments["probabilities"],
-                "evidence": [
+            arguments["notebook"] = notebook_value(
+                arguments["probabilities"],
+                [
                     {"claim": f"favours {fav} ({tier}, llr {llr:.4f})", "date": day, "doc_ids": [doc_id]}
                     for doc_id, (fav, llr, tier, day) in sorted(strongest)
                 ],
-                "open_questions": [],
-            }
+            )
         arguments["rationale"] = f"{len(ledger)} evidence sentences weighed"
-        return tool_call("submit_forecast", **arguments)
+        return tool_call(SUBMIT_FORECAST, **arguments)

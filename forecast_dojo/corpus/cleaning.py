@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import numpy as np
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import CleaningConfigError as CleaningConfigError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import to_micros
 
@@ -84,10 +84,6 @@ _TERMINAL = (".", "!", "?", '"', "'", "”", "’", ")", ":")
 _BULLETS = ("•", "●", "○", "■", "□", "▪", "‣", "–", "-", "*", "·")
 _MERSENNE = np.uint64((1 << 61) - 1)
 _MAX_HASH = np.uint64((1 << 32) - 1)
-
-
-class CleaningConfigError(ForecastDojoError, ValueError):
-    """A cleaning recipe with an unknown stage or option, or a value of the wrong kind."""
 
 
 NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]

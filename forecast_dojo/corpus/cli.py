@@ -10,6 +10,8 @@ import sys
 from datetime import date
 from pathlib import Path
 
+from forecast_dojo.errors import InputNotFoundError, UsageError
+
 ERROR_EXIT = 2
 STRICT_EXIT = 3
 
@@ -136,11 +138,11 @@ def run_build(args: argparse.Namespace) -> int:
         if args.embedder:
             recipe = replace(recipe, embedder=args.embedder)
         if args.runner != "ray" and (args.ray_address or args.ray_cpus or args.embed_actors != 1):
-            raise ValueError("--ray-address, --ray-cpus and --embed-actors need --runner ray")
+            raise UsageError("--ray-address, --ray-cpus and --embed-actors need --runner ray")
         if args.ray_address and args.ray_cpus:
-            raise ValueError("--ray-cpus sizes a local Ray instance; a cluster (--ray-address) has its own")
+            raise UsageError("--ray-cpus sizes a local Ray instance; a cluster (--ray-address) has its own")
         if not args.input.exists():
-            raise FileNotFoundError(f"input not found: {args.input}")
+            raise InputNotFoundError(f"input not found: {args.input}")
         options = {
             "recipe": recipe,
             "start": args.start,

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from forecast_dojo.errors import DataError
+
 DISTILL_VERSION = 1
 SIF_COEFFICIENT = 1e-4
 _UNUSED = re.compile(r"\[unused\d+\]")
@@ -91,7 +93,7 @@ def distill_static_minilm(
     if max_tokens is not None:
         token_ids = token_ids[:max_tokens]
     if len(token_ids) <= dims:
-        raise ValueError(f"need more than {dims} tokens to reduce to {dims} dimensions, got {len(token_ids)}")
+        raise DataError(f"need more than {dims} tokens to reduce to {dims} dimensions, got {len(token_ids)}")
     model = AutoModel.from_pretrained(str(source)).eval()
     pooled = np.zeros((len(token_ids), model.config.hidden_size), dtype=np.float64)
     with torch.inference_mode():

@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from forecast_dojo.errors import ConfigError, DataError
 from forecast_dojo.untrusted import clean_text
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -137,7 +138,7 @@ class StaticMiniLMEmbedder:
         self.table = np.load(path / "embeddings.npy")
         self.token_rows = np.load(path / "token_rows.npy")
         if self.table.shape[1] != dim:
-            raise ValueError(f"{path}: static table has {self.table.shape[1]} dims, expected {dim}")
+            raise DataError(f"{path}: static table has {self.table.shape[1]} dims, expected {dim}")
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.MAX_TOKENS)
@@ -162,12 +163,34 @@ class StaticMiniLMEmbedder:
         return _normalize(out)
 
 
+EMBEDDER_NAME = re.compile(
+    r"minilm|hashing|all-MiniLM-L6-v2(@[1-9]\d*)?|static-minilm(-[1-9]\d*)?|hashing-bow-[1-9]\d*"
+)
+
+
+def check_embedder_name(name: str) -> None:
+    """Refuse a name :func:`get_embedder` does not know, without loading anything.
+
+    Raises:
+        ConfigError: ``name`` is not an embedder name.
+    """
+    if not isinstance(name, str) or not EMBEDDER_NAME.fullmatch(name):
+        raise ConfigError(
+            f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', "
+            "'static-minilm', 'static-minilm-<dim>', 'hashing', 'hashing-bow-<dim>'"
+        )
+
+
 def get_embedder(name: str) -> Embedder:
     """An embedder by the name stored in a manifest or by a short name.
 
     Manifest names: ``all-MiniLM-L6-v2@<len>``, ``static-minilm-<dim>``, ``hashing-bow-<dim>``; short
     names: ``minilm``, ``static-minilm``, ``hashing``.
+
+    Raises:
+        ConfigError: An unknown name.
     """
+    check_embedder_name(name)
     if name.startswith("all-MiniLM-L6-v2"):
         _, _, length = name.partition("@")
         return MiniLMEmbedder(max_seq_length=int(length) if length else 128)
@@ -180,7 +203,7 @@ def get_embedder(name: str) -> Embedder:
         return MiniLMEmbedder()
     if name == "hashing":
         return HashingEmbedder()
-    raise ValueError(
+    raise ConfigError(
         f"unknown embedder {name!r}; known: 'minilm', 'all-MiniLM-L6-v2@<max_seq_length>', "
         "'static-minilm', 'static-minilm-<dim>', 'hashing', 'hashing-bow-<dim>'"
     )

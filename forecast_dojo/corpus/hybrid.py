@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from forecast_dojo.corpus.ranking import Retriever
+from forecast_dojo.errors import ConfigError
 
 RRF_K = 60
 
@@ -33,7 +34,7 @@ class HybridRetriever:
 
     def __init__(self, retrievers: Sequence[Retriever], *, depth: int = 50, k: int = RRF_K) -> None:
         if not retrievers:
-            raise ValueError("hybrid retrieval needs at least one retriever")
+            raise ConfigError("hybrid retrieval needs at least one retriever")
         self.retrievers = list(retrievers)
         self.depth = depth
         self.k = k

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.ranking import rank_candidates, top_k_rows
 from forecast_dojo.corpus.store import Corpus, CorpusError, ShardedMatrix
+from forecast_dojo.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     import faiss
@@ -81,7 +82,7 @@ def _as_queries(queries: np.ndarray, dim: int) -> np.ndarray:
     if queries.ndim == 1:
         queries = queries[None, :]
     if queries.ndim != 2 or queries.shape[1] != dim:
-        raise ValueError(f"query vectors must have shape (q, {dim}), got {queries.shape}")
+        raise DataError(f"query vectors must have shape (q, {dim}), got {queries.shape}")
     return queries
 
 
@@ -164,7 +165,7 @@ class IVFParams:
             params.rerank = 200
         for name, value in overrides.items():
             if not hasattr(params, name):
-                raise ValueError(f"unknown IVF option {name!r}; known: {sorted(vars(params))}")
+                raise ConfigError(f"unknown IVF option {name!r}; known: {sorted(vars(params))}")
             setattr(params, name, type(getattr(params, name))(value))
         return params
 
@@ -191,10 +192,10 @@ class IVFIndex:
         import faiss
 
         if kind not in ("ivf-flat", "ivf-sq8", "ivf-pq"):
-            raise ValueError(f"not an IVF index kind: {kind!r}")
+            raise ConfigError(f"not an IVF index kind: {kind!r}")
         n, dim = vectors.shape
         if n < params.nlist:
-            raise ValueError(f"cannot train {params.nlist} inverted lists on {n} vectors")
+            raise DataError(f"cannot train {params.nlist} inverted lists on {n} vectors")
         quantizer = faiss.IndexFlatIP(dim)
         index: faiss.IndexIVF
         if kind == "ivf-flat":
@@ -205,7 +206,7 @@ class IVFIndex:
             )
         else:
             if dim % params.pq_m:
-                raise ValueError(f"ivf-pq: dim {dim} is not divisible by pq_m={params.pq_m}")
+                raise ConfigError(f"ivf-pq: dim {dim} is not divisible by pq_m={params.pq_m}")
             pq_index = faiss.IndexIVFPQ(
                 quantizer, dim, params.nlist, params.pq_m, params.pq_bits, faiss.METRIC_INNER_PRODUCT
             )
@@ -476,10 +477,10 @@ def build_dense_index(
     if kind == "auto":
         kind = choose_dense_kind(len(corpus))
     if kind not in DENSE_KINDS:
-        raise ValueError(f"unknown dense index {kind!r}; known: {DENSE_KINDS} or 'auto'")
+        raise ConfigError(f"unknown dense index {kind!r}; known: {DENSE_KINDS} or 'auto'")
     if kind == "exact":
         if options:
-            raise ValueError(f"the exact index takes no options, got {sorted(options)}")
+            raise ConfigError(f"the exact index takes no options, got {sorted(options)}")
         return ExactIndex(corpus.embeddings)
     params = IVFParams.default(kind, len(corpus), corpus.dim, **options)
     built = IVFIndex.train(kind, corpus.embeddings, params, progress=progress)
@@ -501,7 +502,7 @@ def load_dense_index(
         persisted = [entry["kind"] for name, entry in corpus.indexes().items() if name.startswith("dense-")]
         kind = next((k for k in ("ivf-flat", "ivf-sq8", "ivf-pq") if k in persisted), "exact")
     if kind not in DENSE_KINDS:
-        raise ValueError(f"unknown dense index {kind!r}; known: {DENSE_KINDS} or 'auto'")
+        raise ConfigError(f"unknown dense index {kind!r}; known: {DENSE_KINDS} or 'auto'")
     if kind == "exact":
         return ExactIndex(corpus.embeddings)
     name = dense_index_name(kind)
@@ -515,7 +516,7 @@ def load_dense_index(
         raise CorpusError(f"{corpus.path}: index {name!r} is recorded as {entry.get('kind')!r}, not {kind!r}")
     search_time = {"nprobe", "exact_below", "rerank"}
     if set(overrides) - search_time:
-        raise ValueError(f"only {sorted(search_time)} can change after the build, got {sorted(overrides)}")
+        raise ConfigError(f"only {sorted(search_time)} can change after the build, got {sorted(overrides)}")
     params = IVFParams(**{**entry["params"], **overrides})
     # Inverted lists are memory-mapped (shared page cache, nothing read until probed); the exact
     # fallback and the re-ranking read float vectors straight from the memory-mapped shards.

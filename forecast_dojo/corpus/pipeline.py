@@ -50,16 +50,14 @@ from forecast_dojo.corpus.importers import (
     import_file,
     import_source,
 )
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, InputNotFoundError
+from forecast_dojo.errors import RecipeError as RecipeError
+from forecast_dojo.errors import StrictBuildError as StrictBuildError
 from forecast_dojo.schema import Document
 
 REPORT_FILE = "build_report.json"
 _RECIPE_KEYS = {"name", "source", "description", "import", "cleaning", "embedding"}
 _EMBEDDING_KEYS = {"embedder", "batch_size"}
-
-
-class RecipeError(ForecastDojoError, ValueError):
-    """A build recipe that names an unknown source, table or option."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ class BuildRecipe:
         """A recipe from a TOML file; ``source`` (the --source flag) must agree with the file's."""
         path = Path(path)
         if not path.exists():
-            raise FileNotFoundError(f"recipe not found: {path}")
+            raise InputNotFoundError(f"recipe not found: {path}")
         import tomllib
 
         try:
@@ -169,10 +167,6 @@ def default_recipe(source: str) -> BuildRecipe:
     return BuildRecipe(source=source, name="web-news", import_options={"min_year": 2010, "max_year": 2030})
 
 
-class StrictBuildError(ForecastDojoError, ValueError):
-    """A ``strict`` build stopped because a cleaning stage removed more than half of its input."""
-
-
 @dataclass
 class BuildResult:
     """What a build produced: the loaded corpus and its report."""
@@ -215,7 +209,7 @@ class BuildPlan:
         if recipe.source != source:
             raise RecipeError(f"recipe is for source {recipe.source!r}, not {source!r}")
         if start and end and start > end:
-            raise ValueError(f"start {start} is after end {end}")
+            raise ConfigError(f"start {start} is after end {end}")
         return cls(recipe, Path(input_path).resolve(), start, end, strict)
 
     @property

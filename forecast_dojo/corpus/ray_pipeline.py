@@ -23,6 +23,7 @@ import numpy as np
 from forecast_dojo.corpus.cleaning import minhash_signatures
 from forecast_dojo.corpus.importers import ImportReport, check_unique_ids
 from forecast_dojo.corpus.pipeline import BuildLog, BuildPlan, BuildRecipe, BuildResult, default_recipe, timed
+from forecast_dojo.errors import NotFoundError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, to_micros
 
@@ -109,7 +110,7 @@ class PrecomputedEmbedder:
         """The precomputed vectors of ``texts``; a text the actors did not embed is an error."""
         missing = [t for t in texts if t not in self._rows]
         if missing:
-            raise KeyError(
+            raise NotFoundError(
                 f"{len(missing)} text(s) were not embedded by the Ray stage, e.g. {missing[0][:80]!r}"
             )
         return self._vectors[[self._rows[t] for t in texts]]

@@ -22,6 +22,7 @@ from forecast_dojo.corpus.hybrid import HybridRetriever
 from forecast_dojo.corpus.index import DenseIndex, build_dense_index, choose_dense_kind, load_dense_index
 from forecast_dojo.corpus.ranking import Retriever, top_k_rows
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError
 
 RETRIEVER_KINDS = ("dense", "bm25", "hybrid")
 
@@ -118,15 +119,15 @@ def make_retriever(kind: str, corpus: Corpus, embedder: Embedder | None = None, 
     rrf_k = int(options.pop("rrf_k", 60))
     index_kind = str(options.pop("index", "auto"))
     if kind not in RETRIEVER_KINDS:
-        raise ValueError(f"unknown retriever {kind!r}; known: {RETRIEVER_KINDS}")
+        raise ConfigError(f"unknown retriever {kind!r}; known: {RETRIEVER_KINDS}")
     if kind == "bm25":
         if options or index_kind != "auto":
-            raise ValueError(
+            raise ConfigError(
                 f"bm25 takes no dense index options, got {sorted(options) + ['index'] * (index_kind != 'auto')}"
             )
         return BM25Retriever(_bm25_for(corpus, verify))
     if embedder is None:
-        raise ValueError(f"a {kind!r} retriever needs the corpus's embedder ({corpus.embedder_name!r})")
+        raise ConfigError(f"a {kind!r} retriever needs the corpus's embedder ({corpus.embedder_name!r})")
     dense = DenseRetriever(corpus, embedder, load_dense_index(corpus, index_kind, verify=verify, **options))
     if kind == "dense":
         return dense

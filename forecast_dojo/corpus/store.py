@@ -25,12 +25,16 @@ pages are the operating system's page cache: N worker processes that open one co
 (``benchmarks/scale.py`` measures it). The price is disk (news text compresses about 3x).
 
 **Checks.** At open (``verify=True``, the default): the manifest's seal, every file's size, the
-sha256 of every file under 32 MiB, shapes, the date range, and 16 rows drawn at random re-hashed
-against ``row_hashes.npy``. On request (:meth:`Corpus.verify`, ``forecast-dojo corpus verify DIR``)
-and at build: every byte (all files' sha256, every row's digest, order, unique ids, and the
-``documents_hash``). The seal ``content_hash`` is a sha256 over the whole manifest's meaning (format,
-counts, dates, ``documents_hash``, embedder name, dimension and probe, shard size, vector dtype), so
-editing any of it (for instance swapping the embedder's name) fails at open. The embedder itself
+sha256 of every file under 32 MiB, shapes, the date range, the four arrays against their sealed
+digests (:func:`array_digest`: full sums of ``available_us`` and ``id_order``, samples of the
+others), and 16 rows drawn at random re-hashed against ``row_hashes.npy`` and compared with the
+arrays. On request (:meth:`Corpus.verify`, ``forecast-dojo corpus verify DIR``) and at build: every
+byte (all files' sha256, every row's digest, order, unique ids, and the ``documents_hash``). The seal
+``content_hash`` is a sha256 over the whole manifest's meaning (format, counts, dates,
+``documents_hash``, embedder name, dimension and probe, shard size, vector dtype, and since seal 2
+every file's size and sha256 and the array digests), so editing any of it (for instance swapping the
+embedder's name, or an array together with its checksum) fails at open. A manifest without
+``seal_version`` (seal 1) opens with a warning; :func:`migrate_corpus` reseals it. The embedder itself
 is checked when a retriever pairs it with the corpus (:meth:`Corpus.check_embedder`): the text of a
 known document (the *probe row*) must embed to its stored vector.
 
@@ -64,7 +68,8 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.embedders import Embedder
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError, NotFoundError
+from forecast_dojo.errors import CorpusError as CorpusError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import from_micros, iso, to_micros
 
@@ -88,6 +93,15 @@ SEALED_FIELDS = (
     "shard_rows",
     "vector_dtype",
 )
+# Seal 2 (since issue 18) also seals every file's size and sha256 and the arrays' digests. A format-2
+# manifest without ``seal_version`` is seal 1: it still opens, with a warning.
+SEAL_VERSION = 2
+SEALED_FIELDS_V2 = (*SEALED_FIELDS, "seal_version", "files", "arrays")
+# The arrays the temporal gateway decides with: visibility (``available_us``) and id lookups
+# (``id_order``: hidden documents and reads by id). Fully summed at every open; the others sampled.
+GATEWAY_ARRAYS = ("available_us.npy", "id_order.npy")
+DIGEST_SAMPLE = 65_536  # evenly spaced elements hashed per array at open
+_DIGEST_CHUNK = 1 << 16
 DOCUMENT_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -100,10 +114,6 @@ DOCUMENT_SCHEMA = pa.schema(
         ("date_source", pa.string()),
     ]
 )
-
-
-class CorpusError(ForecastDojoError, RuntimeError):
-    """A corpus directory that is missing, corrupted, or does not match what the caller expects."""
 
 
 def embedding_text(title: str, text: str) -> str:
@@ -161,9 +171,53 @@ def _batch_digests(batch: pa.RecordBatch | pa.Table) -> np.ndarray:
 
 
 def seal_hash(manifest: dict[str, Any]) -> str:
-    """The ``content_hash`` of a format-2 manifest: sha256 of its sealed fields in canonical JSON."""
-    sealed = {name: manifest.get(name) for name in SEALED_FIELDS}
+    """The ``content_hash`` of a format-2 manifest: sha256 of its sealed fields in canonical JSON.
+
+    Seal 2 (``seal_version: 2``) covers :data:`SEALED_FIELDS_V2`: also the ``files`` (each file's
+    size and sha256) and the ``arrays`` digests; a manifest without ``seal_version`` (seal 1) only
+    :data:`SEALED_FIELDS`.
+    """
+    names = SEALED_FIELDS if manifest.get("seal_version") is None else SEALED_FIELDS_V2
+    sealed = {name: manifest.get(name) for name in names}
     return hashlib.sha256(json.dumps(sealed, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _sample_rows(n: int) -> np.ndarray:
+    """The evenly spaced rows an array digest samples (first and last included)."""
+    if n <= DIGEST_SAMPLE:
+        return np.arange(n, dtype=np.int64)
+    return np.arange(DIGEST_SAMPLE, dtype=np.int64) * (n - 1) // (DIGEST_SAMPLE - 1)
+
+
+def array_digest(array: np.ndarray, *, full: bool = True) -> dict[str, Any]:
+    """A digest of an 8-byte-per-row array that is cheap enough to check at every open.
+
+    ``sample_sha256``: sha256 of :data:`DIGEST_SAMPLE` evenly spaced elements. With ``full`` also
+    ``sum`` and ``weighted_sum``, the sums of ``a[i]`` and of ``(i + 1) * a[i]`` over every element
+    as unsigned 64-bit integers (mod 2**64): any single changed element changes ``sum``, and moving
+    values between rows changes ``weighted_sum``. It detects edits and corruption, not an adversary
+    who solves for both sums (only the full sha256 of ``forecast-dojo corpus verify`` does that).
+    """
+    words = np.asarray(array).view(np.uint64).reshape(-1)
+    n = int(words.shape[0])
+    out: dict[str, Any] = {"sample_sha256": hashlib.sha256(words[_sample_rows(n)].tobytes()).hexdigest()}
+    if full:
+        weights = np.arange(1, _DIGEST_CHUNK + 1, dtype=np.uint64)
+        total = np.uint64(0)
+        weighted = np.uint64(0)
+        with np.errstate(over="ignore"):
+            for lo in range(0, n, _DIGEST_CHUNK):
+                chunk = words[lo : lo + _DIGEST_CHUNK]
+                chunk_sum = chunk.sum(dtype=np.uint64)
+                total += chunk_sum
+                weighted += np.dot(chunk, weights[: chunk.shape[0]]) + np.uint64(lo) * chunk_sum
+        out["sum"] = int(total)
+        out["weighted_sum"] = int(weighted)
+    return out
+
+
+def _array_digests(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    return {name: array_digest(array) for name, array in arrays.items()}
 
 
 def _documents_table(documents: list[Document]) -> pa.Table:
@@ -239,6 +293,7 @@ class _DocumentWriter:
             "available_from": iso(from_micros(int(available[0]))),
             "available_to": iso(from_micros(int(available[-1]))),
             "documents_hash": hashlib.sha256(digests.astype("<u8").tobytes()).hexdigest(),
+            "arrays": _array_digests(arrays),
         }
 
 
@@ -276,6 +331,7 @@ def _seal(
     rows: dict[str, int | None] = {DOCUMENTS_FILE: n, **dict.fromkeys(ARRAY_FILES, n), **shard_files}
     manifest: dict[str, Any] = {
         "format_version": CORPUS_FORMAT_VERSION,
+        "seal_version": SEAL_VERSION,
         **documents,
         "embedder": {
             "name": embedder_name,
@@ -326,7 +382,7 @@ def build_corpus(
     documents are streamed with :class:`CorpusWriter`.
     """
     if batch_size <= 0 or shard_rows <= 0:
-        raise ValueError(f"batch_size and shard_rows must be positive, got {batch_size} and {shard_rows}")
+        raise ConfigError(f"batch_size and shard_rows must be positive, got {batch_size} and {shard_rows}")
     out = Path(out_dir)
     docs = sorted(documents, key=lambda d: (to_micros(d.available_at), d.id))
     if not docs:
@@ -410,7 +466,7 @@ class CorpusWriter:
         overwrite: bool = False,
     ) -> None:
         if vector_dtype not in VECTOR_DTYPES:
-            raise ValueError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")
+            raise ConfigError(f"vector_dtype must be one of {VECTOR_DTYPES}, got {vector_dtype!r}")
         self.out = Path(out_dir)
         _prepare_out(self.out, overwrite)
         (self.out / "embeddings").mkdir(exist_ok=True)
@@ -650,7 +706,9 @@ class Corpus:
 
         Always checked: manifest, format, seal (``content_hash``), every file's presence and size,
         counts, shapes, the date range. With ``verify`` (default) also the sha256 of every file under
-        32 MiB and 16 random rows against their digests. :meth:`verify` checks every byte.
+        32 MiB, the four arrays against their sealed digests (seal 2), and 16 random rows against
+        their digests and the arrays. :meth:`verify` checks every byte. A seal-1 manifest (no
+        ``seal_version``) opens with a warning.
         """
         path = Path(path)
         manifest_path = path / "manifest.json"
@@ -717,10 +775,22 @@ class Corpus:
         if dtype not in VECTOR_DTYPES:
             raise CorpusError(f"{path}: unknown vector dtype {dtype!r}")
         shards = _open_shards(path, files, embedder.get("dim"), dtype, n)
+        seal = manifest.get("seal_version")
+        if seal not in (None, SEAL_VERSION):
+            raise CorpusError(f"{path}: seal version {seal!r} (this library reads 1 and {SEAL_VERSION})")
         if manifest.get("content_hash") != seal_hash(manifest):
             raise CorpusError(
                 f"{path}: content hash mismatch: the manifest's sealed fields (documents, embedder, "
-                "dimension, probe, dates) were edited after the build; rebuild the corpus"
+                "dimension, probe, dates"
+                + (", files' sizes and sha256, array digests" if seal else "")
+                + ") were edited after the build; rebuild the corpus"
+            )
+        if seal is None:
+            warnings.warn(
+                f"{path} was sealed before the files' checksums were (seal 1): an edit of a file together "
+                f"with its checksum in the manifest is caught only by sampled rows; run "
+                f"`forecast-dojo corpus migrate {path}` to verify every byte and seal it",
+                stacklevel=2,
             )
         corpus = cls(
             path,
@@ -735,6 +805,8 @@ class Corpus:
         )
         if verify:
             _check_files(path, files, mode="small")
+            if seal is not None:
+                corpus._check_array_digests()
             corpus._check_rows(np.random.default_rng().choice(n, size=min(n, SAMPLED_ROWS), replace=False))
         return corpus
 
@@ -797,6 +869,38 @@ class Corpus:
             if actual != int(self._row_hashes[row]):
                 raise CorpusError(
                     f"{self.path}: row {row} does not match its digest (documents corrupted or edited)"
+                )
+            available, published = values[1], values[2]
+            if int(self.available_us[row]) != available or int(self.published_us[row]) != published:
+                raise CorpusError(
+                    f"{self.path}: available_us.npy/published_us.npy differ from the documents at row {row} "
+                    "(edited after the build)"
+                )
+            if self.row_of(values[0]) != row:
+                raise CorpusError(
+                    f"{self.path}: id_order.npy does not find document {values[0]!r} at row {row} (edited after the build)"
+                )
+
+    def _check_array_digests(self) -> None:
+        """The arrays against their sealed digests: full sums of the gateway's, samples of the others."""
+        digests = self.manifest.get("arrays")
+        if not isinstance(digests, dict):
+            raise CorpusError(f"{self.path}: manifest has no array digests")
+        arrays = {
+            "available_us.npy": self.available_us,
+            "published_us.npy": self.published_us,
+            "id_order.npy": self._id_order,
+            "row_hashes.npy": self._row_hashes,
+        }
+        for name, array in arrays.items():
+            expected = digests.get(name)
+            if not isinstance(expected, dict) or array is None:
+                raise CorpusError(f"{self.path}: manifest has no digest of {name}")
+            actual = array_digest(array, full=name in GATEWAY_ARRAYS)
+            if any(actual[key] != expected.get(key) for key in actual):
+                raise CorpusError(
+                    f"{self.path}: {name} does not match its sealed digest (edited or corrupted after the build); "
+                    "rebuild the corpus, or run `forecast-dojo corpus verify` for the first differing row"
                 )
 
     def verify(self, *, progress: bool = True) -> dict[str, Any]:
@@ -953,7 +1057,7 @@ class Corpus:
     def field(self, name: str, row: int) -> Any:
         """One field of one row (``id``, ``title``, ``url``, ``source``, ``date_source``, ``text``...)."""
         if name not in self._columns:
-            raise KeyError(f"no document field {name!r}; known: {DOCUMENT_SCHEMA.names}")
+            raise NotFoundError(f"no document field {name!r}; known: {DOCUMENT_SCHEMA.names}")
         return self._cell(name, row)
 
     def text(self, row: int) -> str:
@@ -1097,17 +1201,23 @@ def verify_corpus(path: str | Path, *, progress: bool = True) -> dict[str, Any]:
 
 
 def migrate_corpus(path: str | Path, *, progress: bool = True) -> Corpus:
-    """Rewrite a format-1 corpus to format 2 in place (no re-embedding); its indexes are re-pinned.
+    """Bring a corpus to the current format and seal in place (no re-embedding); indexes are re-pinned.
 
-    The old files are checked in full first; the new manifest is written last (atomically), then
-    ``documents.parquet`` is removed.
+    Format 1 is rewritten to format 2; a format-2 corpus of seal 1 (files' checksums outside the
+    seal) is verified byte for byte and resealed (seal 2: files and array digests sealed), which
+    changes its ``content_hash``. The old files are checked in full first; the new manifest is written
+    last (atomically), then ``documents.parquet`` is removed.
     """
     path = Path(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         old = Corpus.load(path, verify=True)
     if old.format_version != LEGACY_FORMAT_VERSION:
-        raise CorpusError(f"{path} is already format {old.format_version}")
+        if old.manifest.get("seal_version") is not None:
+            raise CorpusError(
+                f"{path} is already format {old.format_version}, seal {old.manifest['seal_version']}"
+            )
+        return _reseal(old, progress=progress)
     writer = _DocumentWriter(path)
     writer.write(old.table)
     fields = writer.close()
@@ -1135,3 +1245,27 @@ def migrate_corpus(path: str | Path, *, progress: bool = True) -> Corpus:
     corpus = Corpus.load(path, verify=False)
     corpus.verify(progress=progress)
     return corpus
+
+
+def _reseal(old: Corpus, *, progress: bool) -> Corpus:
+    """Seal a seal-1 format-2 corpus after checking every byte against its documents (see migrate_corpus)."""
+    old.verify(progress=progress)  # arrays against the documents, rows against the sealed documents hash
+    manifest = dict(old.manifest)
+    manifest["seal_version"] = SEAL_VERSION
+    manifest["arrays"] = _array_digests(
+        {
+            "available_us.npy": old.available_us,
+            "published_us.npy": old.published_us,
+            "id_order.npy": old._id_order,
+            "row_hashes.npy": np.asarray(old._row_hashes),
+        }
+    )
+    manifest["content_hash"] = seal_hash(manifest)
+    indexes = old.indexes()
+    for entry in indexes.values():
+        if entry.get("content_hash") == old.content_hash:
+            entry["content_hash"] = manifest["content_hash"]
+    manifest["indexes"] = indexes
+    manifest["migrated_from"] = {"seal_version": 1, "content_hash": old.content_hash}
+    _write_json_atomic(old.path / "manifest.json", manifest)
+    return Corpus.load(old.path)

@@ -3,16 +3,72 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-SPLITS = ("all", "train", "eval")
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.errors import InputNotFoundError, StudyError, UsageError
+from forecast_dojo.events.split import SPLITS
+
+# agent names the command knows besides the scripted ones of ``forecast_dojo.agents.AGENTS``
+EXTRA_AGENTS = ("honest", "openai", "hf:<path>")
+# OpenAIConfig's fields are the server flags (types, defaults and help from the dataclass); --concurrency
+# is the run's own flag, and two flags keep their documented short names.
+SERVER_FIELDS = (
+    "base_url",
+    "model",
+    "api_key",
+    "temperature",
+    "max_tokens",
+    "timeout_s",
+    "max_retries",
+    "tool_mode",
+)
+SERVER_FLAGS = {
+    "api_key": Flag(help="default: $OPENAI_API_KEY or 'EMPTY'"),
+    "timeout_s": Flag("--timeout", "seconds per request before it counts as a (retryable) timeout"),
+    "max_retries": Flag("--retries"),
+    "tool_mode": Flag(
+        help="native tool calls, or tool calls written as text in the reply", choices=("native", "text")
+    ),
+}
+
+
+def _day(value: str) -> str:
+    """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (the report compares dates as text)."""
+    try:
+        parsed = date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+    if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
+    return value
+
+
+def _count(minimum: int) -> Any:
+    """An argparse type: an integer of at least ``minimum`` (a clear usage error otherwise)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from err
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {number}")
+        return number
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run``, ``report`` and ``world`` subcommands."""
+    from forecast_dojo.evaluation.study import STUDY_MODES
+
     run = subparsers.add_parser(
         "run",
         help="evaluate agents on an environment (default: the embedded synthetic world)",
@@ -40,19 +96,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="modes",
         nargs="+",
         default=["none", "notebook"],
-        help="none, notebook, no-tools, notebook-empty, notebook-stale, notebook-shuffled, notebook-oracle",
+        help="; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values()),
     )
-    run.add_argument("--rollouts", type=int, default=1, help="episodes per (agent, mode, event)")
+    run.add_argument("--rollouts", type=_count(1), default=1, help="episodes per (agent, mode, event)")
     run.add_argument(
         "--split",
         choices=SPLITS,
-        default="eval",
-        help="which events: the synthetic world's held-out half (eval, default), its train half, or all; "
-        "a spec's events file is used as it is",
+        default=None,
+        help="which events the env holds: the held-out ones (eval, default, unless the spec names a split), "
+        "the training ones, or all (the synthetic world's id split, an events build's temporal split; "
+        "an events file without a split is used whole)",
     )
     run.add_argument("--event-ids", nargs="+", help="only these events")
-    run.add_argument("--sample", type=int, help="a seeded random sample of N events")
-    run.add_argument("--max-events", type=int, default=None, help="only the first N events (by id)")
+    run.add_argument("--sample", type=_count(1), help="a seeded random sample of N events")
+    run.add_argument("--max-events", type=_count(1), default=None, help="only the first N events (by id)")
     run.add_argument(
         "--train-events",
         type=Path,
@@ -60,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "default: the spec's train.jsonl next to its events, or the synthetic train half",
     )
     run.add_argument(
-        "--step", type=int, help="evaluate only this forecast step of each selected event (no study)"
+        "--step", type=_count(0), help="evaluate only this forecast step of each selected event (no study)"
     )
     run.add_argument(
         "--notebook", type=Path, help="with --step: the notebook (JSON file) to start the step from"
@@ -69,33 +126,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
     run.add_argument(
         "--concurrency",
-        type=int,
+        type=_count(1),
         default=1,
         help="episodes in flight: parallel requests to a server agent; for local models the batch size",
     )
     run.add_argument("--no-python", action="store_true", help="disable the python tool")
-    run.add_argument("--max-turns", type=int, help="turns per forecast step (default: the spec's budget)")
-    run.add_argument("--max-tool-calls", type=int, help="tool calls per forecast step (default: the spec's)")
     run.add_argument(
-        "--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
+        "--prompt",
+        choices=["default", "compact"],
+        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
     )
+    run.add_argument(
+        "--max-turns", type=_count(1), help="turns per forecast step (default: the spec's budget)"
+    )
+    run.add_argument(
+        "--max-tool-calls", type=_count(0), help="tool calls per forecast step (default: the spec's)"
+    )
+    run.add_argument(
+        "--knowledge-cutoff",
+        type=_day,
+        help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view",
+    )
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
+
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
-    server.add_argument("--base-url", help="e.g. http://127.0.0.1:8000/v1")
-    server.add_argument("--model", help="the model name the server expects")
-    server.add_argument("--api-key", help="default: $OPENAI_API_KEY or 'EMPTY'")
-    server.add_argument("--temperature", type=float, default=0.0)
-    server.add_argument("--max-tokens", type=int, default=512)
-    server.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    server.add_argument("--retries", type=int, default=4)
-    server.add_argument("--tool-mode", choices=["native", "text"], default="native")
-    local = run.add_argument_group("local checkpoint (agents 'hf:<path>')")
+    add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
+    local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
         choices=["float32", "bfloat16"],
         default="float32",
         help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16)",
     )
-    local.add_argument("--local-max-new-tokens", type=int, default=256, help="tokens per reply")
+    local.add_argument("--local-max-new-tokens", type=_count(1), default=256, help="tokens per reply")
     run.set_defaults(func=run_command)
 
     report = subparsers.add_parser(
@@ -105,16 +168,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     report.add_argument("runs", nargs="+", type=Path, help="study folders")
     report.add_argument("--out", type=Path, help="where to write (default: the first study folder)")
-    report.add_argument("--knowledge-cutoff", help="a model's knowledge cutoff (YYYY-MM-DD)")
+    report.add_argument("--knowledge-cutoff", type=_day, help="a model's knowledge cutoff (YYYY-MM-DD)")
     report.add_argument("--no-plots", action="store_true")
     report.set_defaults(func=report_command)
 
     world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
-    world.add_argument("--seed", type=int, default=0)
+    world.add_argument("--seed", type=_count(0), default=0)
     world.add_argument("--embedder", default="minilm")
     world.add_argument(
         "--train-events",
-        type=int,
+        type=_count(0),
         default=0,
         help="extra training-only events (ids syn-t00000...; the 40 base events stay identical); default 0",
     )
@@ -125,33 +188,82 @@ def world_command(args: argparse.Namespace) -> int:
     """Build or find the synthetic world and print its paths."""
     from forecast_dojo.synthetic import ensure_synthetic_world
 
-    if args.train_events < 0:
-        raise SystemExit(f"--train-events must be >= 0, got {args.train_events}")
     paths = ensure_synthetic_world(args.seed, embedder=args.embedder, train_events=args.train_events)
     print(json.dumps({k: str(v) for k, v in vars(paths).items()}, indent=2))
     return 0
 
 
-def synthetic_split(event_ids: list[str], split: str) -> list[str]:
-    """The synthetic world's split (``forecast_dojo.synthetic.split``): even positions train, odd ones evaluate."""
-    from forecast_dojo.synthetic.split import split_event_ids
-
-    return split_event_ids(event_ids).select(split)
-
-
-def _select(args: argparse.Namespace, events: list[Any], synthetic: bool) -> list[Any]:
-    by_id = {e.id: e for e in events}
-    ids = synthetic_split(list(by_id), args.split) if synthetic else sorted(by_id)
+def _select_ids(args: argparse.Namespace, all_ids: list[str], split: str) -> list[str]:
+    """The ids ``--event-ids``, ``--sample`` and ``--max-events`` select among the split's, in order."""
+    known = set(all_ids)
+    ids = sorted(known)
     if args.event_ids:
-        missing = [i for i in args.event_ids if i not in by_id]
+        missing = [i for i in args.event_ids if i not in known]
         if missing:
-            raise SystemExit(f"unknown event id(s) {missing}")
-        ids = [i for i in args.event_ids]
+            shown = ", ".join(sorted(known)[:5])
+            raise UsageError(
+                f"--event-ids: unknown event id(s) {missing} in the {split} split, which has {len(known)} "
+                f"events ({shown}, ...); --split train|eval|all chooses the split"
+            )
+        ids = list(args.event_ids)
     if args.sample is not None:
         ids = sorted(random.Random(args.seed).sample(ids, min(args.sample, len(ids))))
     if args.max_events is not None:
         ids = ids[: args.max_events]
-    return [by_id[i] for i in ids]
+    if not ids:
+        raise UsageError("no events selected")
+    return ids
+
+
+def _select(args: argparse.Namespace, events: list[Any], split: str) -> list[Any]:
+    by_id = {e.id: e for e in events}
+    return [by_id[i] for i in _select_ids(args, list(by_id), split)]
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Refuse arguments that are wrong on their face, before anything heavy (env, corpus, models) loads.
+
+    Raises:
+        UsageError: An unknown mode or agent, an agent without its options, a mode ``--step`` cannot
+            play, ``--notebook`` without ``--step``.
+        InputNotFoundError: A ``--notebook`` or ``--train-events`` file that does not exist.
+    """
+    from forecast_dojo.agents import AGENTS
+    from forecast_dojo.evaluation.study import EPISODE_MODES, MODES
+
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        raise UsageError(f"--modes: unknown mode(s) {bad}; known: {list(MODES)}")
+    for name in args.agents:
+        if name == "openai":
+            if not args.base_url or not args.model:
+                raise UsageError("agent 'openai' needs --base-url and --model")
+            _server_config(args)  # its own checks (max tokens, retries), before anything loads
+        elif name.startswith("hf:"):
+            if not name.removeprefix("hf:"):
+                raise UsageError("agent 'hf:<path>' needs the checkpoint's path after 'hf:'")
+        elif name not in AGENTS and name != "honest":
+            raise UsageError(
+                f"--agents: unknown agent {name!r}; known: {sorted(AGENTS) + list(EXTRA_AGENTS)}"
+            )
+    if args.step is not None:
+        wrong = [m for m in args.modes if m not in EPISODE_MODES]
+        if wrong:
+            raise UsageError(f"--step works with the modes {', '.join(EPISODE_MODES)}, not {wrong}")
+    elif args.notebook is not None:
+        raise UsageError("--notebook gives the notebook a single --step starts from; add --step")
+    for flag, path in (("--notebook", args.notebook), ("--train-events", args.train_events)):
+        if path is not None and not path.is_file():
+            raise InputNotFoundError(f"{flag}: file not found: {path}")
+
+
+def _server_config(args: argparse.Namespace) -> Any:
+    """The :class:`~forecast_dojo.agents.openai_agent.OpenAIConfig` the server flags describe."""
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
+
+    return dataclass_from_arguments(
+        OpenAIConfig, args, only=SERVER_FIELDS, flags=SERVER_FLAGS, concurrency=max(args.concurrency, 1)
+    )
 
 
 def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
@@ -161,29 +273,19 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
     for name in args.agents:
         if name == "openai":
             if not args.base_url or not args.model:
-                raise SystemExit("agent 'openai' needs --base-url and --model")
-            from forecast_dojo.agents.openai_agent import OpenAIAgent, OpenAIConfig
+                raise UsageError("agent 'openai' needs --base-url and --model")
+            from forecast_dojo.agents.openai_agent import OpenAIAgent
 
-            config = OpenAIConfig(
-                base_url=args.base_url,
-                model=args.model,
-                api_key=args.api_key,
-                temperature=args.temperature,
-                max_tokens=args.max_tokens,
-                timeout_s=args.timeout,
-                max_retries=args.retries,
-                concurrency=max(args.concurrency, 1),
-                tool_mode=args.tool_mode,
-            )
+            config = _server_config(args)
             label = f"openai-{args.model.replace('/', '_')}"
             factories[label] = lambda env, config=config, label=label: OpenAIAgent(
                 config, env.tool_schemas(), name=label
             )
-        elif name.startswith("hf:"):
+        elif name.startswith("hf:") or name == "smollm2":  # local models: batched at --concurrency
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = f"hf-{Path(path).name}"
+            label = name if name == "smollm2" else f"hf-{Path(path).name}"
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,
@@ -198,8 +300,8 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
         elif name in AGENTS:
             factories[name] = lambda env, name=name: AGENTS[name]()
         else:
-            raise SystemExit(
-                f"unknown agent {name!r}; known: {sorted(AGENTS) + ['honest', 'openai', 'hf:<path>']}"
+            raise UsageError(
+                f"--agents: unknown agent {name!r}; known: {sorted(AGENTS) + list(EXTRA_AGENTS)}"
             )
     return factories
 
@@ -208,14 +310,12 @@ def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
     from forecast_dojo.evaluation.report import write_report
-    from forecast_dojo.evaluation.study import MODES, StudyError, run_study, write_references
-    from forecast_dojo.prompts import Budgets
+    from forecast_dojo.evaluation.study import run_study, study_mode, write_references
+    from forecast_dojo.events.split import build_split_file
     from forecast_dojo.registration import make as make_env
-    from forecast_dojo.registration import resolve_spec
+    from forecast_dojo.registration import resolve_spec, spec_event_ids
 
-    bad = [m for m in args.modes if m not in MODES]
-    if bad:
-        raise SystemExit(f"unknown mode(s) {bad}; known: {list(MODES)}")
+    check_arguments(args)
     spec = resolve_spec(args.spec or "Synthetic-v0")
     synthetic = spec.world == "synthetic"
     overrides: dict[str, Any] = {"seed": args.seed}
@@ -225,47 +325,45 @@ def run_command(args: argparse.Namespace) -> int:
         if getattr(args, budget) is not None:
             overrides[budget] = getattr(args, budget)
     overrides["tools"] = tuple(t for t in spec.tools if t != "python") if args.no_python else spec.tools
+    if args.prompt is not None:
+        overrides["prompt"] = args.prompt
+
+    if args.split is not None:
+        overrides["split"] = args.split
 
     def env_for(mode: str, metadata: dict[str, Any], **extra: Any) -> Any:
-        options = dict(overrides) | extra
-        if mode == "no-tools":
-            options |= {"tools": ("submit_forecast",), "budgets": Budgets(max_tool_calls=0, max_turns=1)}
-            options.pop("max_turns", None)
-            options.pop("max_tool_calls", None)
-        return make_env(
-            spec,
-            memory="notebook" if mode.startswith("notebook") else "none",
-            run_metadata=metadata,
-            **options,
-        )
+        options = study_mode(mode).env_options(overrides | extra)
+        return make_env(spec, default_split="eval", run_metadata=metadata, **options)
 
+    # the selection is checked on the events file alone, before the corpus and the embedder load
+    preview = {k: overrides[k] for k in ("seed", "embedder", "split") if k in overrides}
+    _select_ids(
+        args,
+        spec_event_ids(dataclasses.replace(spec, **preview), default_split="eval"),
+        args.split or spec.split or "eval",
+    )
     probe = env_for("none", {})
-    all_events = list(probe.events)
-    events = _select(args, all_events, synthetic)
-    if not events:
-        raise SystemExit("no events selected")
+    events = _select(args, list(probe.events), probe.split)
     # training events: base rate and the honest agent's cue weights
     train_env = None
+    train_options = overrides | {"memory": "none", "split": "train"}
     if args.train_events:
-        train_env = make_env(spec, memory="none", events=args.train_events, **overrides)
+        train_env = make_env(spec, **(train_options | {"events": args.train_events, "split": "all"}))
     elif synthetic:
-        train_env = probe
-    elif spec.events is not None and (spec.events.parent / "train.jsonl").exists():
-        train_env = make_env(spec, memory="none", events=spec.events.parent / "train.jsonl", **overrides)
-    if synthetic and not args.train_events:
-        train_ids = synthetic_split([e.id for e in all_events], "train")
-        overlap = sorted({e.id for e in events} & set(train_ids))
-        if overlap and ("honest" in args.agents):
-            print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
-    else:
-        train_ids = [e.id for e in train_env.events] if train_env is not None else []
-    train_events = [e for e in (train_env.events if train_env is not None else []) if e.id in set(train_ids)]
+        train_env = make_env(spec, **train_options)
+    elif spec.events is not None and (train_file := build_split_file(spec.events, "train")) is not None:
+        train_env = make_env(spec, **(train_options | {"events": train_file}))
+    train_events = list(train_env.events) if train_env is not None else []
+    train_ids = [e.id for e in train_events]
+    overlap = {e.id for e in events} & set(train_ids)
+    if overlap and "honest" in args.agents:
+        print(f"note: {len(overlap)} evaluated events are also the honest agent's training events")
     honest_model = None
     if "honest" in args.agents:
         from forecast_dojo.agents.honest import CueModel, fit_cue_model
 
         if train_env is None:
-            raise SystemExit("the honest agent needs training events (--train-events)")
+            raise UsageError("the honest agent needs training events (--train-events)")
         args.out.mkdir(parents=True, exist_ok=True)
         cached = args.out / "honest-cues.json"
         if cached.exists() and not args.overwrite:
@@ -285,22 +383,19 @@ def run_command(args: argparse.Namespace) -> int:
     factories = _agent_factories(args, honest_model)
     if args.step is not None:
         return _single_steps(args, factories, events, env_for)
-    try:
-        result = run_study(
-            args.out,
-            factories,
-            args.modes,
-            events,
-            env_for,
-            rollouts=args.rollouts,
-            seed=args.seed,
-            concurrency=args.concurrency,
-            overwrite=args.overwrite,
-            oracle=oracle,
-            config={"spec": str(args.spec) if args.spec else "synthetic", "train_events": len(train_events)},
-        )
-    except StudyError as err:
-        raise SystemExit(str(err)) from err
+    result = run_study(
+        args.out,
+        factories,
+        args.modes,
+        events,
+        env_for,
+        rollouts=args.rollouts,
+        seed=args.seed,
+        concurrency=args.concurrency,
+        overwrite=args.overwrite,
+        oracle=oracle,
+        config={"spec": str(args.spec) if args.spec else "synthetic", "train_events": len(train_events)},
+    )
     base_rate = BaseRate(train_events) if train_events else None
     references = reference_records(events, base_rate=base_rate, oracle=oracle)
     # an agent named like a reference (the scripted uniform agent) replaces it: one 'uniform' in the table
@@ -326,8 +421,6 @@ def _single_steps(
     notebook = args.notebook.read_text() if args.notebook else None
     for name, factory in factories.items():
         for mode in args.modes:
-            if mode not in ("none", "notebook", "no-tools"):
-                raise SystemExit("--step works with the modes none, notebook and no-tools")
             env = env_for(mode, {"agent": name, "mode": mode, "single_step": True})
             for event in events:
                 if not 0 <= args.step < event.n_steps:
@@ -356,7 +449,17 @@ def _single_steps(
 def report_command(args: argparse.Namespace) -> int:
     """Write the report of one or more study folders."""
     from forecast_dojo.evaluation.report import write_report
+    from forecast_dojo.evaluation.study import STUDY_FILE
 
+    for run in args.runs:
+        if not run.is_dir():
+            raise InputNotFoundError(
+                f"study folder not found: {run} ('forecast-dojo run --out {run}' writes one)"
+            )
+        if not (run / STUDY_FILE).is_file():
+            raise StudyError(
+                f"{run} is not a study folder (no {STUDY_FILE}; 'forecast-dojo run --out {run}' writes one)"
+            )
     out = args.out or args.runs[0]
     report = write_report(args.runs, out, knowledge_cutoff=args.knowledge_cutoff, plots=not args.no_plots)
     print(report["table_text"])

@@ -7,7 +7,7 @@ Conventions (those of the forecasting literature, not of RL):
 * **Brier Index** (ForecastBench / FABench) is ``100 * (1 - sqrt(B / 2))`` of a mean Brier loss
   ``B``: ``B / 2`` is exactly the binary Brier score on binary questions, so the index equals
   FABench's there (uniform = 50, perfect = 100) and is the same normalization for K > 2.
-* **Log loss** is ``-ln max(p_outcome, 1e-3)``; **accuracy** is top-1 with fractional ties (1 / the
+* **Log loss** is ``-ln max(p_outcome, 1e-3)`` (both losses are :mod:`forecast_dojo.scoring`'s); **accuracy** is top-1 with fractional ties (1 / the
   number of tied top outcomes when the realized one is among them); **ECE** is the top-label
   expected calibration error over 10 equal-width bins.
 
@@ -31,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-LOG_FLOOR = 1e-3
+from forecast_dojo.errors import DataError
+
+# The per-forecast losses are forecast_dojo.scoring's (one definition); re-exported here for callers of metrics.
+from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
+from forecast_dojo.scoring import brier_loss as brier_loss
+from forecast_dojo.scoring import log_loss as log_loss
+from forecast_dojo.tools import SUBMIT_FORECAST
+
 N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
@@ -42,33 +49,6 @@ Key = tuple[str, int, Any]
 
 
 # ---------------------------------------------------------------------------- per-forecast metrics
-
-
-def brier_loss(probabilities: Sequence[float], outcome: int) -> float:
-    """Multiclass Brier loss ``sum_k (p_k - [k == outcome])^2``, in [0, 2]; lower is better.
-
-    Args:
-        probabilities: the forecast over the K outcomes.
-        outcome: index of the realized outcome.
-
-    Returns:
-        The loss (0 for a certain correct forecast, 2 for a certain wrong one).
-    """
-    return sum((p - (1.0 if k == outcome else 0.0)) ** 2 for k, p in enumerate(probabilities))
-
-
-def log_loss(probabilities: Sequence[float], outcome: int, floor: float = LOG_FLOOR) -> float:
-    """Log loss with a probability floor: ``-ln max(p_outcome, floor)``, in [0, -ln floor].
-
-    Args:
-        probabilities: the forecast over the K outcomes.
-        outcome: index of the realized outcome.
-        floor: smallest probability counted (1e-3 by default, as the env's log reward).
-
-    Returns:
-        The loss; lower is better.
-    """
-    return -math.log(max(probabilities[outcome], floor))
 
 
 def accuracy(probabilities: Sequence[float], outcome: int, tol: float = 1e-12) -> float:
@@ -273,7 +253,7 @@ def tokens_of(row: Row) -> int:
 
 def tool_calls_of(row: Row) -> int:
     """Research tool calls of a row (every kind but the submission)."""
-    return sum(n for kind, n in (row.get("tool_calls_by_kind") or {}).items() if kind != "submit_forecast")
+    return sum(n for kind, n in (row.get("tool_calls_by_kind") or {}).items() if kind != SUBMIT_FORECAST)
 
 
 def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -404,7 +384,7 @@ def paired_difference(
             if va is not None and vb is not None:
                 by_event[event_id].append(va - vb)
     if not by_event:
-        raise ValueError(f"no steps scored by both {a} and {b}")
+        raise DataError(f"no steps scored by both {a} and {b}")
     mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
     return {
         "a": list(a),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.evaluation import metrics
-from forecast_dojo.evaluation.study import EPISODE_MODES, study_rows
+from forecast_dojo.evaluation.study import EPISODE_MODES, STUDY_MODES, study_rows
 
 REFERENCE = "-"
 
@@ -39,7 +39,9 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         for metric in ("brier", "tool_calls", "tokens"):
             add((agent, "notebook"), (agent, "none"), metric)
         add((agent, "no-tools"), (agent, "none"))
-        for mode in sorted(m for a, m in present if a == agent and m.startswith("notebook-")):
+        for mode in sorted(
+            m for a, m in present if a == agent and m in STUDY_MODES and STUDY_MODES[m].control
+        ):
             add((agent, mode), (agent, "notebook"))
         for mode in sorted(m for a, m in present if a == agent and m in EPISODE_MODES):
             for reference in ("market", "oracle", "base-rate", "uniform"):

@@ -1,5 +1,9 @@
 """Running agents through episodes and collecting one :class:`StepRecord` per scored forecast step.
 
+:func:`play_episode` is the one episode loop (the library's :func:`run_episodes` and the CLI's
+study, :mod:`forecast_dojo.evaluation.study`, both play through it) and :func:`resume_episode` the one
+rule for continuing a cut episode.
+
 Metrics are computed from records only (``info["record"]`` for agents, :meth:`StepRecord.reference`
 for the uniform, market and oracle baselines), never from other ``info`` keys; :func:`record_row`
 flattens a record into the row that ``metrics`` and ``plots`` read.
@@ -7,14 +11,15 @@ flattens a record into the row that ``metrics`` and ``plots`` read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
+from forecast_dojo.errors import EpisodeError
 from forecast_dojo.evaluation.baselines import reference_records
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
@@ -66,6 +71,103 @@ def _tool_call_kinds(record: StepRecord) -> dict[str, int]:
     return kinds
 
 
+@dataclass(frozen=True)
+class Episode:
+    """What to play of one event: from step ``start`` to its end (or that step only when ``single``).
+
+    Attributes:
+        event_id: The event.
+        rollout: The attempt index written into the records.
+        seed: The reset seed.
+        start: The first step to play.
+        notebook: The notebook (JSON) the first step starts from (memory-on envs), or None.
+        notebook_missing: Memory-on, no ``notebook``: the step before ``start`` submitted none (the
+            prompt says so, as inside an uninterrupted episode).
+        single: Play the step ``start`` only.
+    """
+
+    event_id: str
+    rollout: int = 0
+    seed: int | None = None
+    start: int = 0
+    notebook: str | None = None
+    notebook_missing: bool = False
+    single: bool = False
+
+    def reset_options(self, memory: str) -> dict[str, Any]:
+        """The ``env.reset`` options that open this episode in an env with memory mode ``memory``."""
+        options: dict[str, Any] = {"rollout": self.rollout, "step": self.start}
+        if memory == "notebook" and self.notebook is not None:
+            options["notebook"] = self.notebook
+        elif memory == "notebook" and self.notebook_missing:
+            options["notebook_missing"] = True
+        return options
+
+
+def resume_episode(after: StepRecord, memory: str, *, seed: int | None = None) -> Episode:
+    """The one rule for continuing a cut episode: on from its next step, in the state the env carried.
+
+    The episode continues at the step after its last logged one. Memory-free, that is nothing. Memory-on, it is the notebook the last logged step submitted
+    (``notebook_out``); when that step submitted none, the env carried none and said so in the next
+    prompt, and the resumed step starts the same way. So with a deterministic agent a resumed log
+    equals that of an uninterrupted run (apart from ``wall_time_s``), and no step is played twice.
+    Replaying the episode from its start instead would re-play logged steps and, for a sampling
+    agent, continue from a notebook other than the logged one.
+
+    Args:
+        after: The last logged record of the half-logged episode (``LogStatus.partial``).
+        memory: The env's memory mode.
+        seed: The episode's reset seed.
+
+    Returns:
+        The rest of the episode.
+    """
+    carried = after.notebook_out if memory == "notebook" else None
+    return Episode(
+        after.event_id,
+        after.rollout,
+        seed,
+        after.step + 1,
+        carried,
+        notebook_missing=memory == "notebook" and carried is None,
+    )
+
+
+def play_episode(
+    env: ForecastDojoEnv,
+    agent: Agent,
+    episode: Episode,
+    write: Callable[[StepRecord], object] | None = None,
+) -> list[StepRecord]:
+    """The episode loop: reset, then ``agent.act`` / ``env.step`` until the episode (or the single step) ends.
+
+    Args:
+        env: The environment.
+        agent: The agent (fresh for the episode).
+        episode: What to play.
+        write: Called with every step's record as the step ends (e.g. a study's log writer).
+
+    Returns:
+        The records of the steps played, in order.
+
+    Raises:
+        EpisodeError: An episode that does not end within :data:`MAX_TURNS_PER_EPISODE` turns.
+    """
+    observation, _ = env.reset(episode.event_id, seed=episode.seed, options=episode.reset_options(env.memory))
+    records: list[StepRecord] = []
+    for _ in range(MAX_TURNS_PER_EPISODE):
+        observation, _, terminated, truncated, info = env.step(agent.act(observation))
+        if info["step_ended"]:
+            records.append(info["record"])
+            if write is not None:
+                write(info["record"])
+            if episode.single:
+                return records
+        if terminated or truncated:
+            return records
+    raise EpisodeError(f"episode {episode.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+
+
 def episode_records(
     env: ForecastDojoEnv,
     agent: Agent,
@@ -81,28 +183,14 @@ def episode_records(
         agent: The agent (fresh for the event).
         event_id: The event to play.
         seed: The reset seed.
-        after: The last logged record of a half-logged episode: play on from the next step, with the
-            notebook that record submitted (resuming a killed run).
+        after: The last logged record of a half-logged episode: play on from the next step
+            (:func:`resume_episode`).
 
     Returns:
         The records of the steps played, in order.
     """
-    options: dict[str, Any] = {}
-    if after is not None:
-        options = {"step": after.step + 1, "rollout": after.rollout}
-        if env.memory == "notebook" and after.notebook_out is not None:
-            options["notebook"] = json.loads(after.notebook_out)
-        elif env.memory == "notebook":
-            options = {"rollout": after.rollout}  # the carried state is unknown: replay the episode
-    observation, _ = env.reset(event_id, seed=seed, options=options or None)
-    records = []
-    for _ in range(MAX_TURNS_PER_EPISODE):
-        observation, _, terminated, truncated, info = env.step(agent.act(observation))
-        if info["step_ended"]:
-            records.append(info["record"])
-        if terminated or truncated:
-            return records
-    raise RuntimeError(f"episode {event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
+    episode = Episode(event_id, seed=seed) if after is None else resume_episode(after, env.memory, seed=seed)
+    return play_episode(env, agent, episode)
 
 
 def run_episode(
@@ -135,8 +223,9 @@ def run_episodes(
         seed: The base seed.
         progress: Show a progress bar.
         resume: Continue the env's trajectory log (``log_dir``): skip events it holds completely,
-            play half-logged ones on from their first missing step. With a deterministic agent the
-            log then equals that of an uninterrupted run (apart from ``wall_time_s``).
+            play half-logged ones on from their first missing step (:func:`resume_episode`). With a
+            deterministic agent the log then equals that of an uninterrupted run (apart from
+            ``wall_time_s``).
 
     Returns:
         The rows of the steps played in this call.

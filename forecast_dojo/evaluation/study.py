@@ -7,16 +7,20 @@ Layout of a study folder::
     <out>/<agent>-<mode>/run.json    one trajectory log per (agent, mode) ...
     <out>/<agent>-<mode>/steps.jsonl ... one step record per line, appended as each step ends
 
-Modes: ``none`` (memory-free), ``notebook`` (memory-on), ``no-tools`` (memory-free, only
-``submit_forecast``, one turn: the same model without research), and the notebook controls
-``notebook-empty``, ``notebook-stale`` (the agent's own notebook from two steps before),
-``notebook-shuffled`` (another event's notebook at the same step, labels mapped by position) and
-``notebook-oracle`` (synthetic world: the oracle's posterior at the previous step): each replays
-single steps (``reset(options={"step", "notebook"})``) of the ``notebook`` run's events.
+Modes (:data:`STUDY_MODES`, the one registry of study modes: a new mode is one entry there, and
+its env is built from the entry's memory mode and options): ``none`` (memory-free), ``notebook``
+(memory-on), ``no-tools`` (memory-free, only ``submit_forecast``, one turn: the same model without
+research), and the notebook controls ``notebook-empty``, ``notebook-stale`` (the agent's own
+notebook from two steps before), ``notebook-shuffled`` (another event's notebook at the same step,
+labels mapped by position) and ``notebook-oracle`` (synthetic world: the oracle's posterior at the
+previous step): each replays single steps (``reset(options={"step", "notebook"})``) of the
+``notebook`` run's events (:func:`control_notebook`).
 
-Resuming: rerunning the same study reads each log (:func:`forecast_dojo.trajectory.log_status`),
-skips complete episodes, continues a half-logged one from its next step with the notebook it had
-carried, and never writes a key twice. A log of a different configuration is an error unless
+Episodes are played by :func:`forecast_dojo.evaluation.runner.play_episode`, the library's one
+episode loop. Resuming: rerunning the same study reads each log
+(:func:`forecast_dojo.trajectory.log_status`), skips complete episodes, continues a half-logged one
+by :func:`forecast_dojo.evaluation.runner.resume_episode` (from its next step, in the state the env
+had carried into it), and never writes a key twice. A log of a different configuration is an error unless
 ``overwrite`` (which deletes the study's logs first).
 """
 
@@ -35,42 +39,92 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
+from forecast_dojo.budgets import Budgets
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.errors import StudyError as StudyError
+from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, resume_episode
+from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
-from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status
+from forecast_dojo.trajectory import TrajectoryWriter, load_records, log_status, save_records
 
-EPISODE_MODES = ("none", "notebook", "no-tools")
-CONTROLS = ("empty", "stale", "shuffled", "oracle")
-MODES = EPISODE_MODES + tuple(f"notebook-{c}" for c in CONTROLS)
 STUDY_FILE = "study.json"
 REFERENCES_FILE = "references.jsonl"
-MAX_TURNS_PER_EPISODE = 10_000
 
 AgentFactory = Callable[[ForecastDojoEnv], Agent]
 EnvFactory = Callable[[str, dict[str, Any]], ForecastDojoEnv]
 
 
-class StudyError(ForecastDojoError, RuntimeError):
-    """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
-
-
 @dataclass(frozen=True)
-class Job:
-    """One unit of work: play ``event_id`` from ``start`` (one step only when ``single``)."""
+class StudyMode:
+    """One study mode: the env it plays in and what it plays.
 
-    event_id: str
-    rollout: int
-    start: int
-    notebook: str | None
-    single: bool
-    seed: int
+    Attributes:
+        name: The mode's name (``--modes``; the log folder is ``<agent>-<name>``).
+        memory: The env's memory mode (``forecast_dojo.env.MEMORY_MODES``).
+        description: One line for help texts.
+        submit_only: Only ``submit_forecast``, one turn (no research).
+        control: A notebook control (:func:`control_notebook`): the mode replays single steps of the
+            same agent's ``notebook`` run from the notebook the control gives.
+    """
+
+    name: str
+    memory: str
+    description: str
+    submit_only: bool = False
+    control: str | None = None
+
+    def env_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``registration.make`` keywords for this mode's env: ``options`` with the mode's memory and tools."""
+        result = dict(options) | {"memory": self.memory}
+        if self.submit_only:
+            result.pop("max_turns", None)
+            result.pop("max_tool_calls", None)
+            result |= {"tools": ("submit_forecast",), "budgets": Budgets(max_tool_calls=0, max_turns=1)}
+        return result
+
+
+STUDY_MODES: dict[str, StudyMode] = {
+    mode.name: mode
+    for mode in (
+        StudyMode("none", "none", "memory-free"),
+        StudyMode("notebook", "notebook", "memory-on: the belief notebook is carried between steps"),
+        StudyMode("no-tools", "none", "memory-free, only submit_forecast, one turn", submit_only=True),
+        StudyMode(
+            "notebook-empty",
+            "notebook",
+            "single steps of the notebook run, without a notebook",
+            control="empty",
+        ),
+        StudyMode(
+            "notebook-stale", "notebook", "... from its own notebook two steps before", control="stale"
+        ),
+        StudyMode("notebook-shuffled", "notebook", "... from another event's notebook", control="shuffled"),
+        StudyMode(
+            "notebook-oracle", "notebook", "... from the oracle's posterior (synthetic)", control="oracle"
+        ),
+    )
+}
+MODES = tuple(STUDY_MODES)
+EPISODE_MODES = tuple(m.name for m in STUDY_MODES.values() if m.control is None)  # whole episodes
+CONTROLS = tuple(m.control for m in STUDY_MODES.values() if m.control is not None)
+
+
+def study_mode(mode: str) -> StudyMode:
+    """The registered study mode named ``mode``.
+
+    Raises:
+        StudyError: An unknown mode.
+    """
+    if mode not in STUDY_MODES:
+        raise StudyError(f"unknown mode {mode!r}; known: {list(MODES)}")
+    return STUDY_MODES[mode]
 
 
 def env_memory(mode: str) -> str:
     """The env's memory setting for a study mode."""
-    return "notebook" if mode.startswith("notebook") else "none"
+    return study_mode(mode).memory
 
 
 def log_dir(out: Path, agent: str, mode: str) -> Path:
@@ -84,11 +138,11 @@ def _episode_seed(seed: int, index: int, rollout: int) -> int:
 
 def plan_episodes(
     directory: Path, events: Sequence[Event], rollouts: int, seed: int, memory: str
-) -> tuple[list[Job], int]:
-    """What is left to play of whole episodes in a log: (jobs, steps already logged for the plan).
+) -> tuple[list[Episode], int]:
+    """What is left to play of whole episodes in a log: (episodes, steps already logged for the plan).
 
-    Complete (event, rollout) episodes are skipped; a half-logged one continues at its next step with
-    the notebook its last logged step submitted (memory-on), so no step is played twice.
+    Complete (event, rollout) episodes are skipped; a half-logged one continues by
+    :func:`~forecast_dojo.evaluation.runner.resume_episode`, so no step is played twice.
     """
     status = log_status(directory)
     jobs, done = [], 0
@@ -99,12 +153,10 @@ def plan_episodes(
             if key in status.complete:
                 done += event.n_steps
             elif key in status.partial:
-                last = status.partial[key]
                 done += sum(1 for k in status.keys if k[1] == event.id and k[3] == rollout)
-                notebook = last.notebook_out if memory == "notebook" else None
-                jobs.append(Job(event.id, rollout, last.step + 1, notebook, False, episode_seed))
+                jobs.append(resume_episode(status.partial[key], memory, seed=episode_seed))
             else:
-                jobs.append(Job(event.id, rollout, 0, None, False, episode_seed))
+                jobs.append(Episode(event.id, rollout, episode_seed))
     return jobs, done
 
 
@@ -144,7 +196,7 @@ def control_notebook(
         assessment = dict(zip(event.outcomes, (round(float(p), 6) for p in probabilities), strict=True))
         total = sum(assessment.values())
         assessment = {k: v / total for k, v in assessment.items()}
-        return True, json.dumps({"assessment": assessment, "evidence": [], "open_questions": []})
+        return True, json.dumps(notebook_value(assessment))
     if control == "shuffled":
         same_k = sorted(e.id for e in events.values() if len(e.outcomes) == len(event.outcomes))
         if len(same_k) < 2:
@@ -164,10 +216,8 @@ def control_notebook(
             if label in labels
         }
         evidence = [e for e in raw.get("evidence", []) if str(e.get("date", "")) <= forecast_date]
-        return True, json.dumps(
-            {"assessment": assessment, "evidence": evidence, "open_questions": raw.get("open_questions", [])}
-        )
-    raise ValueError(f"unknown notebook control {control!r}; known: {CONTROLS}")
+        return True, json.dumps(notebook_value(assessment, evidence, raw.get("open_questions", [])))
+    raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
 def plan_controls(
@@ -176,7 +226,7 @@ def plan_controls(
     control: str,
     events: Sequence[Event],
     oracle: Mapping[tuple[str, int], Sequence[float]] | None,
-) -> tuple[list[Job], int]:
+) -> tuple[list[Episode], int]:
     """Single-step replays of the memory-on run's steps (>= 1) under a notebook control: (jobs, done)."""
     records = load_records(source) if (Path(source) / "steps.jsonl").exists() else []
     if not records:
@@ -196,34 +246,8 @@ def plan_controls(
         if (event_id, step, rollout) in done_keys:
             done += 1
             continue
-        jobs.append(Job(event_id, rollout, step, notebook, True, 0))
+        jobs.append(Episode(event_id, rollout, 0, step, notebook, single=True))
     return jobs, done
-
-
-def play(
-    env: ForecastDojoEnv,
-    agent: Agent,
-    job: Job,
-    write: Callable[[StepRecord], None],
-) -> int:
-    """Play one job, handing every step record to ``write`` as the step ends; returns steps played."""
-    options: dict[str, Any] = {"rollout": job.rollout, "step": job.start}
-    if job.notebook is not None and env.memory == "notebook":
-        options["notebook"] = job.notebook
-    observation, _ = env.reset(job.event_id, seed=job.seed, options=options)
-    if hasattr(agent, "seed_rollout"):
-        agent.seed_rollout(job.seed)
-    steps = 0
-    for _ in range(MAX_TURNS_PER_EPISODE):
-        observation, _, terminated, truncated, info = env.step(agent.act(observation))
-        if info["step_ended"]:
-            write(info["record"])
-            steps += 1
-            if job.single:
-                return steps
-        if terminated or truncated:
-            return steps
-    raise RuntimeError(f"episode {job.event_id!r} did not end within {MAX_TURNS_PER_EPISODE} turns")
 
 
 def evaluate_step(
@@ -248,10 +272,8 @@ def evaluate_step(
     Returns:
         The step's record.
     """
-    records: list[StepRecord] = []
     text = json.dumps(notebook) if isinstance(notebook, dict) else notebook
-    play(env, agent, Job(event_id, 0, step, text, True, seed), records.append)
-    return records[0]
+    return play_episode(env, agent, Episode(event_id, 0, seed, step, text, single=True))[0]
 
 
 def run_study(
@@ -294,7 +316,7 @@ def run_study(
     out = Path(out)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
-        raise StudyError(f"unknown mode(s) {unknown}; known: {MODES}")
+        raise StudyError(f"unknown mode(s) {unknown}; known: {list(MODES)}")
     study = {
         "agents": list(agents),
         "modes": list(modes),
@@ -314,9 +336,7 @@ def run_study(
             (out / file).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
-    ordered = [m for m in modes if not m.startswith("notebook-")] + [
-        m for m in modes if m.startswith("notebook-")
-    ]
+    ordered = sorted(modes, key=lambda m: STUDY_MODES[m].control is not None)  # controls last
     played = reused = 0
     logs = []
     for name, factory in agents.items():
@@ -331,10 +351,9 @@ def run_study(
                     f"{directory} holds a log of another configuration (run {json.loads(run_file.read_text()).get('run_id')}, "
                     f"this one is {run_id}); rerun with --overwrite to start afresh, or choose another --out"
                 )
-            if mode.startswith("notebook-"):
-                jobs, done = plan_controls(
-                    directory, log_dir(out, name, "notebook"), mode.removeprefix("notebook-"), events, oracle
-                )
+            control = STUDY_MODES[mode].control
+            if control is not None:
+                jobs, done = plan_controls(directory, log_dir(out, name, "notebook"), control, events, oracle)
                 total = done + len(jobs)
             else:
                 jobs, done = plan_episodes(directory, events, rollouts, seed, env_memory(mode))
@@ -357,7 +376,7 @@ def run_study(
 
 
 def _run_jobs(
-    jobs: Sequence[Job],
+    jobs: Sequence[Episode],
     writer: TrajectoryWriter,
     first_env: ForecastDojoEnv,
     new_env: Callable[[], ForecastDojoEnv],
@@ -375,14 +394,14 @@ def _run_jobs(
             writer.write(record)
             bar.update(1)
 
-    def work(job: Job) -> int:
+    def work(job: Episode) -> int:
         env = getattr(local, "env", None)
         if env is None:
             with lock:
                 env = spare.pop() if spare else None
             env = env or new_env()
             local.env = env
-        return play(env, factory(env), job, write)
+        return len(play_episode(env, factory(env), job, write))
 
     played = 0
     try:
@@ -408,13 +427,7 @@ def _run_jobs(
 
 def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
     """Write reference forecasters' records to ``<out>/references.jsonl`` (replacing it)."""
-    path = Path(out) / REFERENCES_FILE
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-    tmp.replace(path)
-    return path
+    return save_records(Path(out) / REFERENCES_FILE, records)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
@@ -428,8 +441,6 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
     Returns:
         Rows as :func:`forecast_dojo.evaluation.metrics.summarize` reads them.
     """
-    from forecast_dojo.evaluation.runner import record_row
-
     out = Path(out)
     study = json.loads((out / STUDY_FILE).read_text())
     rows = []
@@ -442,10 +453,8 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
                 if record.event_id in study["events"]:
                     rows.append(record_row(record, name) | {"agent": name, "memory": mode})
     references = out / REFERENCES_FILE
-    if references.exists():
-        for line in references.read_text().splitlines():
-            if line.strip():
-                rows.append(record_row(StepRecord.from_dict(json.loads(line))))
+    if references.exists():  # several forecasters' records share (event, step) keys: keep them all
+        rows.extend(record_row(record) for record in load_records(references, deduplicate=False))
     from datetime import datetime
 
     meta = study.get("event_meta", {})

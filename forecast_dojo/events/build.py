@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import BuildConfigError as BuildConfigError
+from forecast_dojo.errors import InputNotFoundError, OutputExistsError
 from forecast_dojo.events.leakage import (
     MEASURED_ON_LABELS,
     LeakageConfig,
@@ -33,10 +34,6 @@ from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
 OUTPUT_FILES = ("train.jsonl", "eval.jsonl", "all.jsonl", "decisions.jsonl", "report.json", "report.md")
-
-
-class BuildConfigError(ForecastDojoError, ValueError):
-    """A configuration file or value that does not match the documented options."""
 
 
 @dataclass(frozen=True)
@@ -96,14 +93,35 @@ def override(section: Any, values: dict[str, Any], where: str) -> Any:
 
 
 def load_config_file(path: Path) -> dict[str, dict[str, Any]]:
-    """Sections ``selection``, ``schedule`` and ``leakage`` from a JSON or YAML file."""
-    text = path.read_text(encoding="utf-8")
+    """Sections ``selection``, ``schedule`` and ``leakage`` from a TOML file (the format of specs and recipes).
+
+    JSON (``.json``) and YAML (``.yaml``/``.yml``) files written for earlier versions are still read.
+
+    Raises:
+        InputNotFoundError: No such file.
+        BuildConfigError: The file cannot be parsed, or holds unknown sections or non-table sections.
+    """
+    if not path.is_file():
+        raise InputNotFoundError(f"{path}: config file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise BuildConfigError(f"{path}: not UTF-8 text ({err})") from err
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            raise BuildConfigError(f"{path}: not valid YAML ({err})") from err
     else:
-        data = json.loads(text)
+        import tomllib
+
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        try:
+            data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+        except ValueError as err:  # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors
+            raise BuildConfigError(f"{path}: not valid {kind} ({err})") from err
     if not isinstance(data, dict):
         raise BuildConfigError(f"{path}: expected a mapping of sections")
     unknown = set(data) - {"selection", "schedule", "leakage"}
@@ -339,7 +357,7 @@ def write_outputs(output: BuildOutput, out_dir: str | Path, *, overwrite: bool =
     out = Path(out_dir)
     existing = [name for name in OUTPUT_FILES if (out / name).exists()]
     if existing and not overwrite:
-        raise FileExistsError(
+        raise OutputExistsError(
             f"{out} already holds {existing}; pass overwrite=True (--overwrite) to replace them"
         )
     out.mkdir(parents=True, exist_ok=True)

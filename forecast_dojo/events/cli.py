@@ -8,7 +8,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
 from forecast_dojo.paths import DATA_ENV, default_data_root
+
+# BuildConfig's own options are flags (types and defaults from the dataclass); windows and sections
+# come from --train-window/--eval-window and --config.
+BUILD_FIELDS = ("min_eval_steps", "exclude_leaks", "trim_into_eval")
+BUILD_FLAGS = {
+    "min_eval_steps": Flag(help="evaluation events need at least this many steps"),
+    "exclude_leaks": Flag("--keep-leaks", "list flagged documents but do not exclude them", invert=True),
+    "trim_into_eval": Flag(
+        help="an event that closes in the evaluation window but opened before it keeps only its forecast "
+        "dates inside the window (if at least --min-eval-steps) and goes to evaluation"
+    ),
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,21 +65,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--eval-window", required=True, help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28"
     )
     build.add_argument(
-        "--config", type=Path, help="JSON/YAML with sections selection, schedule, leakage overriding defaults"
+        "--config",
+        type=Path,
+        help="TOML with sections [selection], [schedule], [leakage] overriding defaults (JSON/YAML still read)",
     )
     build.add_argument("--seed", type=int, help="schedule tie-breaking seed (default 0)")
-    build.add_argument(
-        "--min-eval-steps", type=int, default=3, help="evaluation events need at least this many steps"
-    )
-    build.add_argument(
-        "--keep-leaks", action="store_true", help="list flagged documents but do not exclude them"
-    )
-    build.add_argument(
-        "--trim-into-eval",
-        action="store_true",
-        help="an event that closes in the evaluation window but opened before it keeps only its forecast "
-        "dates inside the window (if at least --min-eval-steps) and goes to evaluation",
-    )
+    from forecast_dojo.events.build import BuildConfig
+
+    add_dataclass_arguments(build, BuildConfig, only=BUILD_FIELDS, flags=BUILD_FLAGS)
     build.add_argument("--overwrite", action="store_true", help="replace existing output files")
     build.add_argument(
         "--strict",
@@ -109,15 +115,16 @@ def run_build(args: argparse.Namespace) -> int:
         leakage = override(LeakageConfig(), sections.get("leakage", {}), "leakage")
         if args.seed is not None:
             schedule = replace(schedule, seed=args.seed)
-        config = BuildConfig(
+        config = dataclass_from_arguments(
+            BuildConfig,
+            args,
+            only=BUILD_FIELDS,
+            flags=BUILD_FLAGS,
             train_window=parse_window(args.train_window),
             eval_window=parse_window(args.eval_window),
             selection=selection,
             schedule=schedule,
             leakage=leakage,
-            min_eval_steps=args.min_eval_steps,
-            exclude_leaks=not args.keep_leaks,
-            trim_into_eval=args.trim_into_eval,
         )
         forecastbench = args.forecastbench
         if forecastbench is None and not args.polymarket:

@@ -37,6 +37,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.errors import ForecastBenchError as ForecastBenchError
+from forecast_dojo.errors import InputNotFoundError
 from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.texts import FIELDS, Snapshot, clean_text, earliest_text, strip_notes, text_versions
 from forecast_dojo.schema import Event, MarketPoint, SchemaError
@@ -46,10 +48,6 @@ MARKET_SOURCES = frozenset({"polymarket", "manifold", "metaculus", "infer"})
 DATA_SOURCES = frozenset({"acled", "dbnomics", "fred", "wikipedia", "yfinance"})
 BINARY_OUTCOMES = ("Yes", "No")
 _MISSING = {"", "n/a", "na", "none", "null", "nan"}
-
-
-class ForecastBenchError(SchemaError):
-    """A ForecastBench file that does not have the documented shape (names the file and record)."""
 
 
 # ---------------------------------------------------------------- text cleaning
@@ -197,7 +195,7 @@ def load_forecastbench(
     q_dir, r_dir = root / "question_sets", root / "resolution_sets"
     for folder in (q_dir, r_dir):
         if not folder.is_dir():
-            raise FileNotFoundError(
+            raise InputNotFoundError(
                 f"ForecastBench folder {folder} not found (expected question_sets/ and resolution_sets/)"
             )
     result = ImportResult(source="forecastbench")

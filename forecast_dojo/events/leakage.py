@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.events.relevance import RelevanceIndex, name_terms, salient_terms
 from forecast_dojo.events.relevance import stem as _stem
 from forecast_dojo.schema import Event
@@ -277,7 +278,7 @@ class LeakageConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in ("outcome", "legacy"):
-            raise ValueError(f"leakage mode must be 'outcome' or 'legacy', got {self.mode!r}")
+            raise ConfigError(f"leakage mode must be 'outcome' or 'legacy', got {self.mode!r}")
 
 
 @dataclass(frozen=True)

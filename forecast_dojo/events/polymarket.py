@@ -32,17 +32,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import PolymarketError as PolymarketError
 from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.texts import clean_text, strip_notes
-from forecast_dojo.schema import Event, MarketPoint, SchemaError
+from forecast_dojo.schema import Event, MarketPoint
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
 WINNER_MIN_PRICE = 0.99
 COHERENCE_TOLERANCE = 0.1
-
-
-class PolymarketError(SchemaError):
-    """An export file that does not have the documented shape (names the file and the record)."""
 
 
 def undated_text(value: object) -> str:
@@ -195,7 +193,7 @@ def load_polymarket(root: str | Path, *, progress: bool = True) -> ImportResult:
 
     root = Path(root)
     if not (root / "events").is_dir() and not (root / "markets").is_dir():
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"{root}: a Polymarket export needs events/ or markets/ (see forecast_dojo.events.polymarket)"
         )
     export = _Export(root)

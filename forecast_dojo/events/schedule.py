@@ -40,6 +40,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import UTC, from_micros, iso, to_micros
 
@@ -58,7 +59,7 @@ class ScheduleConfig:
 
     def __post_init__(self) -> None:
         if self.horizon not in ("deadline", "close"):
-            raise ValueError(f"schedule horizon must be 'deadline' or 'close', got {self.horizon!r}")
+            raise ConfigError(f"schedule horizon must be 'deadline' or 'close', got {self.horizon!r}")
 
 
 def stated_deadline(event: Event) -> datetime:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.events.schedule import stated_deadline
 from forecast_dojo.schema import Event
 
@@ -146,7 +147,7 @@ def measure(
     "features", "level"}`` and ``"reason"`` when the AUC could not be computed.
     """
     if level not in ("episode", "step"):
-        raise ValueError(f"level must be 'episode' or 'step', got {level!r}")
+        raise ConfigError(f"level must be 'episode' or 'step', got {level!r}")
     names = EPISODE_FEATURES if level == "episode" else STEP_FEATURES
     rows: list[list[float]] = []
     labels: list[int] = []

@@ -1,9 +1,19 @@
-"""Temporal split of whole events into a training and an evaluation set.
+"""The train / eval split, defined once: its names, its two rules, and which events a split holds.
 
-An event belongs to a split when it *starts* (its first forecast cutoff) and *closes* inside that
-split's window; an event crossing a window boundary goes to neither, so no training outcome can be
-known from inside the evaluation period and no evaluation event is partly seen in training.
-Evaluation events also need at least ``min_eval_steps`` forecast steps.
+Every environment is built on one split of its events (:data:`SPLITS`: ``train``, ``eval`` or
+``all``; ``registration.make(split=...)``), decided here:
+
+* **Real events** (an ``events build`` folder): the temporal split. An event belongs to a split when
+  it *starts* (its first forecast cutoff) and *closes* inside that split's window; an event crossing a
+  window boundary goes to neither, so no training outcome can be known from inside the evaluation
+  period and no evaluation event is partly seen in training. Evaluation events also need at least
+  ``min_eval_steps`` forecast steps. The build writes each split to its file (:data:`SPLIT_FILES`:
+  ``train.jsonl``, ``eval.jsonl``, and ``all.jsonl`` with every scheduled event).
+* **The synthetic world** (all events share one time span): by id,
+  ``forecast_dojo.synthetic.split.split_event_ids`` (sorted, even positions train, odd positions are
+  held out; its extra training-only events all train).
+* **Any other events file** carries no split: it is used as a whole (``all``), and asking for its
+  ``train`` or ``eval`` part is an error.
 """
 
 from __future__ import annotations
@@ -13,15 +23,101 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
-from forecast_dojo.schema import Event
+from forecast_dojo.errors import SplitError as SplitError
+from forecast_dojo.schema import Event, load_events
 from forecast_dojo.timeutil import end_of_day, iso, parse_instant
 
+SPLITS = ("train", "eval", "all")
+SPLIT_FILES = {"train": "train.jsonl", "eval": "eval.jsonl", "all": "all.jsonl"}
+"""The file of each split in an ``events build`` folder."""
 
-class SplitError(ForecastDojoError, ValueError):
-    """Windows that are malformed or overlap."""
+
+def check_split(split: str) -> str:
+    """``split`` if it names a split (:data:`SPLITS`).
+
+    Raises:
+        SplitError: Any other value.
+    """
+    if split not in SPLITS:
+        raise SplitError(f"split must be one of {', '.join(SPLITS)}, not {split!r}")
+    return split
+
+
+def build_split_file(events_path: str | Path, split: str) -> Path | None:
+    """The file of ``split`` in the ``events build`` folder that holds ``events_path``.
+
+    Args:
+        events_path: Any events file of a build folder (``train.jsonl``, ``eval.jsonl``, ``all.jsonl``).
+        split: ``train``, ``eval`` or ``all``.
+
+    Returns:
+        The split's file, or None when the folder is no build (it lacks ``train.jsonl`` or ``eval.jsonl``).
+    """
+    folder = Path(events_path).parent
+    if not all((folder / SPLIT_FILES[part]).is_file() for part in ("train", "eval")):
+        return None
+    return folder / SPLIT_FILES[check_split(split)]
+
+
+def has_split(*, synthetic: bool, events_path: str | Path | None) -> bool:
+    """Whether the events carry a train / eval split: the synthetic world's, or an ``events build``'s."""
+    return synthetic or (events_path is not None and build_split_file(events_path, "train") is not None)
+
+
+def select_split(
+    events: Sequence[Event],
+    split: str | None,
+    *,
+    synthetic: bool,
+    events_path: str | Path | None,
+    default: str = "train",
+) -> tuple[list[Event], str]:
+    """The events of one split, and the split's name.
+
+    Args:
+        events: All events of the source (the synthetic world, or an events file).
+        split: ``train``, ``eval``, ``all``, or None for ``default`` (``all`` for events with no split).
+        synthetic: The events are the synthetic world's (split by id).
+        events_path: The events file; in an ``events build`` folder, a split holds the events listed in
+            that split's file (the build's temporal split).
+        default: The split when ``split`` is None and the events carry one.
+
+    Returns:
+        The events of ``events`` in the split (in their order) and the split's name.
+
+    Raises:
+        SplitError: An unknown split name, ``train`` or ``eval`` of events that carry no split, or a
+            split that holds none of ``events``.
+    """
+    splittable = has_split(synthetic=synthetic, events_path=events_path)
+    split = check_split(split if split is not None else (check_split(default) if splittable else "all"))
+    if split == "all":
+        return list(events), split
+    where = "the synthetic world" if synthetic else str(events_path)
+    if not splittable:
+        raise SplitError(
+            f"{where}: these events carry no train/eval split (an events build writes train.jsonl and "
+            f"eval.jsonl side by side); use split='all' to play them"
+        )
+    if synthetic:
+        from forecast_dojo.synthetic.split import split_event_ids
+
+        wanted = set(split_event_ids(e.id for e in events).select(split))
+    else:
+        assert events_path is not None
+        part = build_split_file(events_path, split)
+        assert part is not None
+        wanted = {e.id for e in load_events(part)}
+    chosen = [e for e in events if e.id in wanted]
+    if not chosen:
+        raise SplitError(
+            f"{where} holds no event of the {split} split; point the spec at the build's "
+            f"{SPLIT_FILES['all']} (or {SPLIT_FILES[split]})"
+        )
+    return chosen, split
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.corpus.embedders import get_embedder
 from forecast_dojo.corpus.store import CORPUS_FORMAT_VERSION, build_corpus
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.schema import save_events
 from forecast_dojo.synthetic.oracle import oracle_table, save_oracle
 from forecast_dojo.synthetic.world import GENERATOR_VERSION, generate_world
@@ -171,11 +172,11 @@ def ensure_synthetic_world(
     """
     embedder = "minilm" if embedder is None else embedder
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ConfigError(f"seed must be a non-negative integer, got {seed!r}")
     if isinstance(train_events, bool) or not isinstance(train_events, int) or train_events < 0:
-        raise ValueError(f"train_events must be a non-negative integer, got {train_events!r}")
+        raise ConfigError(f"train_events must be a non-negative integer, got {train_events!r}")
     if not isinstance(embedder, str) or not embedder.strip():
-        raise ValueError(f"embedder must be a non-empty embedder name, got {embedder!r}")
+        raise ConfigError(f"embedder must be a non-empty embedder name, got {embedder!r}")
     base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     name = world_dir_name(seed, embedder, train_events)
     paths = SyntheticPaths.at(base / name)

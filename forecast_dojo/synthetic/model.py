@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import UnknownEventError
+from forecast_dojo.errors import WorldConfigError as WorldConfigError
 from forecast_dojo.schema import Document, Event
 
 TIERS = ("weak", "moderate", "strong")
@@ -24,16 +25,12 @@ def train_event_id(number: int) -> str:
     return f"{TRAIN_EVENT_PREFIX}{number:05d}"
 
 
-class WorldConfigError(ForecastDojoError, ValueError):
-    """Generator parameters that cannot produce a valid world."""
-
-
 def signal_accuracy(tier: str, k: int) -> float:
     """``q = P(signal = true outcome)`` for an evidence document of ``tier`` in a K-outcome event."""
     if tier not in TIER_LIKELIHOOD_RATIO:
-        raise ValueError(f"unknown tier {tier!r}; tiers are {TIERS}")
+        raise WorldConfigError(f"unknown tier {tier!r}; tiers are {TIERS}")
     if k < 2:
-        raise ValueError(f"an event needs K >= 2 outcomes, got {k}")
+        raise WorldConfigError(f"an event needs K >= 2 outcomes, got {k}")
     ratio = TIER_LIKELIHOOD_RATIO[tier]
     return ratio / (ratio + k - 1)
 
@@ -41,7 +38,7 @@ def signal_accuracy(tier: str, k: int) -> float:
 def signal_likelihood(tier: str, k: int, signal: int) -> tuple[float, ...]:
     """``P(signal | outcome = o)`` for every outcome ``o``: the factor the oracle multiplies in."""
     if not 0 <= signal < k:
-        raise ValueError(f"signal {signal} is not an outcome index of a {k}-outcome event")
+        raise WorldConfigError(f"signal {signal} is not an outcome index of a {k}-outcome event")
     q = signal_accuracy(tier, k)
     other = (1.0 - q) / (k - 1)
     return tuple(q if outcome == signal else other for outcome in range(k))
@@ -84,4 +81,6 @@ class SyntheticWorld:
         try:
             return self._events_by_id[event_id]
         except KeyError:
-            raise KeyError(f"event {event_id!r} is not in synthetic world seed={self.seed}") from None
+            raise UnknownEventError(
+                f"event {event_id!r} is not in synthetic world seed={self.seed}"
+            ) from None

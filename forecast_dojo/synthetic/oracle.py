@@ -7,15 +7,15 @@ evaluation only and must never reach the agent.
 The posterior at a cutoff is the prior times the likelihoods of the evidence documents available
 strictly before it (:func:`log_posteriors_at`); the generator also builds each event's reference
 market from it. Scores here are losses (lower is better), unlike ``forecast_dojo.scoring``'s rewards:
-:func:`brier_loss` is the multi-class ``sum_j (p_j - [j == outcome])**2`` (0 perfect, 2 worst), i.e.
-``-scoring.brier_score``, and :func:`log_loss` is ``-ln p_outcome``. The oracle table's ``brier``
-column holds the Brier loss.
+:func:`~forecast_dojo.scoring.brier_loss` is the multi-class ``sum_j (p_j - [j == outcome])**2`` (0
+perfect, 2 worst), i.e. ``-scoring.brier_score``, and :func:`~forecast_dojo.scoring.log_loss` is
+``-ln max(p_outcome, 1e-3)`` (both from :mod:`forecast_dojo.scoring`, re-exported here). The oracle
+table's ``brier`` and ``log_loss`` columns hold these losses.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from forecast_dojo import scoring
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import InputNotFoundError
+from forecast_dojo.errors import OracleError as OracleError
+from forecast_dojo.scoring import brier_loss as brier_loss  # re-exported (forecast_dojo.synthetic)
+from forecast_dojo.scoring import log_loss as log_loss
 from forecast_dojo.synthetic.model import Evidence, SyntheticWorld
 from forecast_dojo.timeutil import iso, to_micros
 
@@ -67,27 +69,12 @@ def posterior_from_evidence(
     return tuple(float(p) for p in posteriors_at(prior, evidence, [cutoff_us])[0])
 
 
-class OracleError(ForecastDojoError, ValueError):
-    """An oracle file or request that cannot be honoured (bad rows, unknown events, naive cutoffs)."""
-
-
 def oracle_forecast(world: SyntheticWorld, event_id: str, cutoff: datetime) -> tuple[float, ...]:
     """Exact posterior over the event's outcomes given its evidence with ``available_at < cutoff``."""
     if not isinstance(cutoff, datetime) or cutoff.tzinfo is None:
         raise OracleError(f"cutoff must be a timezone-aware datetime, got {cutoff!r}")
     event = world.event(event_id)
     return posterior_from_evidence(world.prior[event.id], world.evidence[event.id], to_micros(cutoff))
-
-
-def brier_loss(probabilities: Sequence[float], outcome_index: int) -> float:
-    """Multi-class Brier loss of one forecast (0 perfect, 2 worst): ``scoring.brier_score`` negated."""
-    return -scoring.brier_score(probabilities, outcome_index)
-
-
-def log_loss(probabilities: Sequence[float], outcome_index: int) -> float:
-    """``-ln p(outcome)``; infinite when the realized outcome got probability 0."""
-    p = probabilities[outcome_index]
-    return math.inf if p <= 0.0 else -math.log(p)
 
 
 def oracle_table(world: SyntheticWorld) -> list[dict[str, Any]]:
@@ -133,7 +120,7 @@ def load_oracle(path: str | Path) -> dict[tuple[str, int], tuple[float, ...]]:
     """Read an oracle JSONL file into ``{(event_id, step): probabilities}``; bad rows fail the load."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"oracle file not found: {path}")
+        raise InputNotFoundError(f"oracle file not found: {path}")
     table: dict[tuple[str, int], tuple[float, ...]] = {}
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):

@@ -1,10 +1,12 @@
 """The one train / held-out split of the synthetic world's events.
 
 Sorted by id, events at even positions train (SFT data, GRPO prompts, the honest agent's cue weights,
-the base rate) and events at odd positions are held out for evaluation (``forecast-dojo run`` evaluates
-them by default; ``forecast-dojo export sft`` refuses them). The rule depends only on the ids, never on
-outcomes or evidence, so it cannot be tuned to make a model look good. The extra training-only events
-of ``generate_world(train_events=N)`` (ids ``syn-t...``) all train and leave the split of the others as it is.
+the base rate; ``gym.make`` ids hold them by default) and events at odd positions are held out for
+evaluation (``forecast-dojo run`` evaluates them by default; ``forecast-dojo export sft`` refuses them).
+The rule depends only on the ids, never on outcomes or evidence, so it cannot be tuned to make a
+model look good. The extra training-only events of ``generate_world(train_events=N)`` (ids
+``syn-t...``) all train and leave the split of the others as it is. The split's names, and the rule
+for real events, live in :mod:`forecast_dojo.events.split`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from forecast_dojo.errors import ConfigError
 from forecast_dojo.synthetic.model import TRAIN_EVENT_PREFIX, train_event_id
 
 
@@ -38,7 +41,7 @@ class EventSplit:
             return list(self.held_out)
         if which == "all":
             return sorted(self.train + self.held_out)
-        raise ValueError(f"split must be train, eval or all, not {which!r}")
+        raise ConfigError(f"split must be train, eval or all, not {which!r}")
 
 
 def split_event_ids(event_ids: Iterable[str]) -> EventSplit:

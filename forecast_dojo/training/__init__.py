@@ -7,12 +7,12 @@ drives TRL's ``GRPOTrainer`` with the env's tools and its proper-score reward
 """
 
 from forecast_dojo.agents.llm import (
-    TOOL_CHAT_TEMPLATE,
     load_model,
     load_model_and_tokenizer,
     load_tokenizer,
     save_checkpoint,
 )
+from forecast_dojo.chat_template import TOOL_CHAT_TEMPLATE
 from forecast_dojo.training.export import (
     ExportConfig,
     ExportError,

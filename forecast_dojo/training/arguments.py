@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from forecast_dojo.errors import UsageError
+
 
 class JsonObject(dict[str, Any]):
     """A ``dict`` that a command-line flag writes as a JSON object: ``--extra '{"bf16": true}'``.
@@ -21,7 +23,7 @@ class JsonObject(dict[str, Any]):
             try:
                 value = json.loads(value)
             except json.JSONDecodeError as err:
-                raise ValueError(f"not JSON: {value!r} ({err})") from err
+                raise UsageError(f"not JSON: {value!r} ({err})") from err
             if not isinstance(value, dict):
-                raise ValueError(f"expected a JSON object such as '{{\"bf16\": true}}', got {value!r}")
+                raise UsageError(f"expected a JSON object such as '{{\"bf16\": true}}', got {value!r}")
         super().__init__(value or {})

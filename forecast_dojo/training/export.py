@@ -25,16 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ExportError as ExportError
+from forecast_dojo.records import StepRecord
 from forecast_dojo.scoring import SCORING_RULES, all_scores
-from forecast_dojo.trajectory import RUN_FILE, STEPS_FILE
+from forecast_dojo.trajectory import LogNotFoundError, find_run_dirs, load_records, load_run_metadata
 
 SHORTENING_STAGES = (2000, 800, 300, 80)
 SHORTENED_MARKER = "[... tool result shortened for training: {kept} of {total} characters kept]"
-
-
-class ExportError(ForecastDojoError, ValueError):
-    """Logs that cannot be exported as asked (unknown split, missing files, bad options)."""
 
 
 @dataclass
@@ -174,35 +171,11 @@ def sft_features() -> Any:
 
 
 def _run_dirs(logs: Iterable[str | Path]) -> list[Path]:
-    """Run directories: each path is a run directory, a steps.jsonl, or a folder of run directories."""
-    found: list[Path] = []
-    for raw in logs:
-        path = Path(raw)
-        if path.is_file() and path.name == STEPS_FILE:
-            found.append(path.parent)
-        elif (path / STEPS_FILE).is_file():
-            found.append(path)
-        elif path.is_dir():
-            children = sorted(p.parent for p in path.glob(f"*/{STEPS_FILE}"))
-            if not children:
-                raise ExportError(f"{path}: no {STEPS_FILE} in it or in its subfolders")
-            found.extend(children)
-        else:
-            raise ExportError(f"{path}: not a run directory, a {STEPS_FILE} or a folder of runs")
-    return found
-
-
-def _read_records(run_dir: Path) -> list[dict[str, Any]]:
-    records = []
-    with (run_dir / STEPS_FILE).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ExportError(f"{run_dir / STEPS_FILE}:{lineno}: not JSON ({err})") from err
-    return records
+    """Run directories (:func:`forecast_dojo.trajectory.find_run_dirs`), a bad path as an :class:`ExportError`."""
+    try:
+        return find_run_dirs(logs)
+    except LogNotFoundError as err:
+        raise ExportError(str(err)) from err
 
 
 def _event_ids_from(source: str) -> set[str]:
@@ -342,6 +315,37 @@ def _transcript_key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def _row(
+    record: StepRecord,
+    metadata: dict[str, Any],
+    run_dir: Path,
+    scores: dict[str, float],
+    oracle_scores: dict[str, float] | None,
+    regret: float | None,
+) -> dict[str, Any]:
+    """One export row of a record (see :func:`sft_features`)."""
+    return {
+        "messages": encode_messages([dict(m) for m in record.messages]),
+        "tools": json.dumps(record.tools, ensure_ascii=False),
+        "event_id": record.event_id,
+        "step": int(record.step),
+        "memory": record.memory,
+        "run_id": record.run_id or metadata.get("run_id"),
+        "agent": metadata.get("agent"),
+        "source": str(run_dir),
+        "outcomes": list(record.outcomes),
+        "outcome_index": int(record.outcome_index),
+        "forecast": [float(p) for p in record.forecast],
+        "valid": bool(record.valid),
+        "flags": list(record.flags),
+        "scores": scores,
+        "oracle_scores": oracle_scores,
+        "regret": regret,
+        "notebook_in": record.notebook_in,
+        "shortened_tool_results": 0,
+    }
+
+
 def build_sft_rows(
     logs: Iterable[str | Path], config: ExportConfig | None = None, *, tokenizer: Any = None
 ) -> tuple[list[dict[str, Any]], ExportReport]:
@@ -359,7 +363,7 @@ def build_sft_rows(
     report = ExportReport()
     candidates: list[dict[str, Any]] = []
     for run_dir in _run_dirs(logs):
-        metadata = json.loads((run_dir / RUN_FILE).read_text()) if (run_dir / RUN_FILE).is_file() else {}
+        metadata = load_run_metadata(run_dir, missing_ok=True)
         held_out = evaluation_event_ids(metadata, config)
         if held_out is None and not config.assume_all_training:
             raise ExportError(
@@ -368,20 +372,22 @@ def build_sft_rows(
                 "assume_all_training (--assume-all-training)"
             )
         oracle = oracle_forecasts(metadata)
-        for record in _read_records(run_dir):
+        # The trajectory's one reader: a killed run's torn last line is dropped (with a warning), as
+        # `forecast-dojo run` does when it resumes the log; duplicate keys keep the first record.
+        for record in load_records(run_dir):
             report.read += 1
-            if held_out and record["event_id"] in held_out:
+            if held_out and record.event_id in held_out:
                 report.dropped["evaluation_event"] += 1
-                report.refused_events.add(record["event_id"])
+                report.refused_events.add(record.event_id)
                 continue
-            scores = {k: float(v) for k, v in record["scores"].items()}
+            scores = {k: float(v) for k, v in record.scores.items()}
             oracle_scores = None
             regret = None
-            oracle_forecast = oracle.get((record["event_id"], record["step"])) if oracle else None
+            oracle_forecast = oracle.get((record.event_id, record.step)) if oracle else None
             if oracle_forecast is not None:
-                oracle_scores = all_scores(oracle_forecast, record["outcome_index"])
+                oracle_scores = all_scores(oracle_forecast, record.outcome_index)
                 regret = oracle_scores[config.score_rule] - scores[config.score_rule]
-            if config.valid_only and not record["valid"]:
+            if config.valid_only and not record.valid:
                 report.dropped["invalid_forecast"] += 1
                 continue
             if config.min_score is not None and scores[config.score_rule] < config.min_score:
@@ -390,28 +396,7 @@ def build_sft_rows(
             if config.max_regret is not None and regret is not None and regret > config.max_regret:
                 report.dropped[f"regret_above_{config.max_regret}"] += 1
                 continue
-            candidates.append(
-                {
-                    "messages": encode_messages(record["messages"]),
-                    "tools": json.dumps(record["tools"], ensure_ascii=False),
-                    "event_id": record["event_id"],
-                    "step": int(record["step"]),
-                    "memory": record["memory"],
-                    "run_id": record.get("run_id") or metadata.get("run_id"),
-                    "agent": metadata.get("agent"),
-                    "source": str(run_dir),
-                    "outcomes": list(record["outcomes"]),
-                    "outcome_index": int(record["outcome_index"]),
-                    "forecast": [float(p) for p in record["forecast"]],
-                    "valid": bool(record["valid"]),
-                    "flags": list(record["flags"]),
-                    "scores": scores,
-                    "oracle_scores": oracle_scores,
-                    "regret": regret,
-                    "notebook_in": record.get("notebook_in"),
-                    "shortened_tool_results": 0,
-                }
-            )
+            candidates.append(_row(record, metadata, run_dir, scores, oracle_scores, regret))
 
     if config.deduplicate:
         seen: set[str] = set()

@@ -8,9 +8,11 @@ How the env meets TRL's ``environment_factory`` API:
   completion of a group starts from the identical state: :meth:`ForecastStepEnv.reset` replays the
   step with ``env.reset(event_id, options={"step", "notebook"})`` and checks that the env's prompt is
   exactly the row's prompt;
-* the tools are methods with docstrings (``search``, ``read``, ``submit_forecast``, and ``python``
-  when the sandbox is available), each one ``env.step`` with one call, so the env's budgets,
-  validation and leakage checks all apply;
+* the tools are methods generated from the env's own typed tool functions
+  (:func:`forecast_dojo.tools.tool_interface`): the env's enabled tools in its memory mode (``python``
+  only when the sandbox is available), with exactly the env's schemas (memory off: ``submit_forecast``
+  has no ``notebook`` parameter; memory on: the notebook's structure is described), each one
+  ``env.step`` with one call, so the env's budgets, validation and leakage checks all apply;
 * ``submit_forecast`` ends the episode: the env moves to its next step, but its prompt is never
   returned into the rollout, and every later call is refused (and changes nothing: the reward was
   fixed at the submission);
@@ -20,14 +22,15 @@ How the env meets TRL's ``environment_factory`` API:
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import json
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from forecast_dojo.errors import ConfigError, DataError
+from forecast_dojo.tools import tool_interface
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.rewards import INVALID_PENALTY, MISSING_PENALTY, Submission, step_reward
 
@@ -42,8 +45,21 @@ class ForecastStepEnv:
     """One forecast step of a :class:`~forecast_dojo.env.ForecastDojoEnv` as a TRL environment.
 
     TRL exposes every public method except ``reset`` and ``get_reward`` as a tool; their docstrings
-    and type hints become the tool schemas.
+    and type hints become the tool schemas. Those methods are generated from the env's tool functions
+    (:func:`forecast_dojo.tools.tool_interface`) for the env's memory mode and enabled tools, so
+    ``ForecastStepEnv(env)`` is an instance of a subclass made for them (:func:`step_env_class`), and
+    its tools' schemas are ``env.tool_schemas()`` (without ``python``, which
+    :class:`ForecastStepEnvWithPython` adds).
     """
+
+    python_tool: ClassVar[bool] = False
+    tool_names: ClassVar[tuple[str, ...]] = ()  # the generated subclass's tools
+
+    def __new__(cls, env: Any, **options: Any) -> ForecastStepEnv:
+        """An instance of the subclass whose tool methods are ``env``'s tools (:func:`step_env_class`)."""
+        if not cls.__dict__.get("_generated", False):  # not yet a generated subclass: pick the one for env
+            cls = step_env_class(cls, env.memory, exposed_tools(env, python=cls.python_tool))
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -74,7 +90,7 @@ class ForecastStepEnv:
             options["notebook"] = json.loads(notebook) if isinstance(notebook, str) else notebook
         observation, _ = self.env.reset(event_id, options=options)
         if prompt is not None and _prompt_messages(prompt) != _prompt_messages(observation["messages"]):
-            raise ValueError(
+            raise DataError(
                 f"the dataset's prompt for {event_id!r} step {step} differs from the env's: rebuild the dataset "
                 "with build_grpo_dataset for this env"
             )
@@ -111,54 +127,6 @@ class ForecastStepEnv:
             return "Forecast recorded. The step is over."
         return "\n\n".join(m["content"] for m in observation["messages"])
 
-    def search(self, query: str, top_k: int = 10) -> str:
-        """Search the news archive for documents available before the forecast date.
-
-        Args:
-            query: What to look for, in plain words (names, places, topics).
-            top_k: How many results to return, from 1 to 20.
-
-        Returns:
-            The results as JSON: id, title, date, source, score and a snippet of each document.
-        """
-        return self._call("search", {"query": query, "top_k": top_k})
-
-    def read(self, doc_id: str, offset: int = 0, limit: int = 20000) -> str:
-        """Read the full text of a document that a search in this step returned, one page at a time.
-
-        Args:
-            doc_id: The id of a search result.
-            offset: Character offset to start from (use the previous page's next_offset).
-            limit: Maximum number of characters to return, up to 20000.
-
-        Returns:
-            The document page as JSON (id, title, date, source, url, offset, text, next_offset).
-        """
-        return self._call("read", {"doc_id": doc_id, "offset": offset, "limit": limit})
-
-    def submit_forecast(
-        self,
-        probabilities: dict[str, float] | list[float],
-        notebook: dict | None = None,
-        rationale: str | None = None,
-    ) -> str:
-        """Submit your final probability forecast for this step; this ends the step.
-
-        Args:
-            probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
-            notebook: Memory mode only: your belief notebook to carry to the next step.
-            rationale: A short explanation of the forecast (logged, not scored).
-
-        Returns:
-            Whether the forecast was recorded.
-        """
-        arguments: dict[str, Any] = {"probabilities": probabilities}
-        if notebook is not None:
-            arguments["notebook"] = notebook
-        if rationale is not None:
-            arguments["rationale"] = rationale
-        return self._call("submit_forecast", arguments)
-
     def get_reward(self) -> float:
         """The step's proper score; uniform's score minus a penalty for an invalid or missing forecast."""
         event = self.event
@@ -179,18 +147,70 @@ class ForecastStepEnv:
 
 
 class ForecastStepEnvWithPython(ForecastStepEnv):
-    """:class:`ForecastStepEnv` plus the sandboxed ``python`` tool (use only where the sandbox works)."""
+    """:class:`ForecastStepEnv` plus the sandboxed ``python`` tool when the env enables it (use only where the sandbox works)."""
 
-    def python(self, code: str) -> str:
-        """Run Python code in an isolated sandbox (no network, no files, time and memory limits) and get its output.
+    python_tool: ClassVar[bool] = True
 
-        Args:
-            code: A complete Python program; print what you want to see.
 
-        Returns:
-            The program's output (stdout, then stderr), or the error.
-        """
-        return self._call("python", {"code": code})
+def exposed_tools(env: Any, *, python: bool) -> tuple[str, ...]:
+    """The env's enabled tools that a GRPO rollout gets: all of them, ``python`` only if ``python``."""
+    return tuple(name for name in env.enabled_tools if python or name != "python")
+
+
+def _call_tool(owner: ForecastStepEnv, name: str, arguments: dict[str, Any]) -> str:
+    return owner._call(name, arguments)
+
+
+_STEP_ENV_CLASSES: dict[tuple[type, str, tuple[str, ...]], type] = {}
+
+
+def step_env_class(base: type[ForecastStepEnv], memory: str, tools: tuple[str, ...]) -> type[ForecastStepEnv]:
+    """The subclass of ``base`` whose public methods are ``tools`` as memory mode ``memory`` shows them.
+
+    Args:
+        base: :class:`ForecastStepEnv` or :class:`ForecastStepEnvWithPython` (or a user subclass).
+        memory: The env's memory mode.
+        tools: The tool names, in the env's order.
+
+    Returns:
+        The class (cached: the same arguments give the same class).
+    """
+    cached = _STEP_ENV_CLASSES.get((base, memory, tools))
+    if cached is not None:
+        return cached
+    methods = {name: tool_interface(name, memory).function(_call_tool) for name in tools}
+    label = f"{base.__name__}[{memory}: {', '.join(tools)}]"
+    namespace: dict[str, Any] = {
+        "tool_names": tools,
+        "_generated": True,
+        "__module__": base.__module__,
+        "__qualname__": label,
+        "__doc__": base.__doc__,
+        **methods,
+    }
+    generated = type(label, (base,), namespace)
+    _STEP_ENV_CLASSES[(base, memory, tools)] = generated
+    return generated
+
+
+def grpo_tool_schemas(step_env: ForecastStepEnv) -> list[dict[str, Any]]:
+    """The tool schemas TRL renders for ``step_env``: ``get_json_schema`` of each public method, as TRL lists them.
+
+    Args:
+        step_env: A :class:`ForecastStepEnv`.
+
+    Returns:
+        One schema per tool method, in the env's tool order.
+    """
+    from transformers.utils import get_json_schema
+
+    names = [
+        name
+        for name, _ in inspect.getmembers(type(step_env), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
+    order = {name: i for i, name in enumerate(step_env.env.enabled_tools)}
+    return [get_json_schema(getattr(step_env, name)) for name in sorted(names, key=order.__getitem__)]
 
 
 def environment_factory(
@@ -220,13 +240,13 @@ def environment_factory(
 
 def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
     """The notebook each logged step started from, per (event, step) (the first log wins)."""
-    from forecast_dojo.training.export import _read_records, _run_dirs
+    from forecast_dojo.trajectory import find_run_dirs, load_records
 
     notebooks: dict[tuple[str, int], str] = {}
-    for run_dir in _run_dirs(logs):
-        for record in _read_records(run_dir):
-            if record.get("memory") == "notebook" and record.get("notebook_in"):
-                notebooks.setdefault((record["event_id"], int(record["step"])), record["notebook_in"])
+    for run_dir in find_run_dirs(logs):
+        for record in load_records(run_dir):
+            if record.memory == "notebook" and record.notebook_in:
+                notebooks.setdefault((record.event_id, record.step), record.notebook_in)
     return notebooks
 
 
@@ -383,7 +403,8 @@ def train_grpo(
     """
     from trl import GRPOTrainer
 
-    from forecast_dojo.agents.llm import load_model, load_tokenizer, save_checkpoint
+    from forecast_dojo.agents.llm import load_model, load_tokenizer
+    from forecast_dojo.training.checkpoint import train_and_save
 
     synthetic = make_env is None
     if make_env is None:
@@ -400,7 +421,7 @@ def train_grpo(
         split = synthetic_split(0)
         held_out = sorted(set(events) & set(split.held_out))
         if held_out:
-            raise ValueError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
+            raise ConfigError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
         events = events or list(split.train)
     elif not events:
         events = [e.id for e in env.events]
@@ -426,16 +447,4 @@ def train_grpo(
         # which ForecastStepEnv.reset names explicitly.
         environment_factory=factory,  # type: ignore[arg-type]
     )
-    started = time.perf_counter()
-    result = trainer.train()
-    wall = time.perf_counter() - started
-    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
-    summary = {
-        "arguments": dataclasses.asdict(args),
-        "prompts": len(dataset),
-        "global_step": result.global_step,
-        "wall_seconds": round(wall, 1),
-        "log_history": trainer.state.log_history,
-    }
-    (out / "grpo_run.json").write_text(json.dumps(summary, indent=2, default=str))
-    return out
+    return train_and_save(trainer, tokenizer, args, "grpo_run.json", prompts=len(dataset))

@@ -1,7 +1,8 @@
 """Reward functions for TRL trainers: ``fn(completions, **kwargs) -> list[float]``.
 
 A completion (TRL's conversational form: a list of messages, or plain text) is scored by the first
-``submit_forecast`` call in it, read as the env reads it (``forecast_dojo.actions.parse_action``),
+``submit_forecast`` call in it, read as the env reads it (``forecast_dojo.actions.parse_action``, then
+the tools' own probability reader :func:`forecast_dojo.tools.read_probabilities`),
 against the realized outcome (the dataset's ``outcome_index`` column, passed by TRL as a keyword).
 
 Invalid and missing forecasts score as the uniform forecast minus a penalty (missing > invalid by
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from forecast_dojo.actions import parse_action
-from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.scoring import SCORING_RULES, uniform
+from forecast_dojo.tools import SUBMIT_FORECAST
+from forecast_dojo.tools import read_probabilities as read_probabilities  # the env's one reader, re-exported
 
 INVALID_PENALTY = 0.25
 MISSING_PENALTY = 0.5
@@ -31,30 +33,6 @@ class Submission:
 
     forecast: tuple[float, ...] | None
     error: str | None  # None when valid; "missing" when no submit_forecast call was found
-
-
-def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
-    """A submitted ``probabilities`` argument as the env reads it: ``{label: p}`` or a list in outcome order.
-
-    Args:
-        value: the argument as decoded from JSON.
-        outcomes: the event's outcome labels, in order.
-
-    Returns:
-        ``(forecast, None)`` when valid (tiny rounding renormalized), else ``(None, error)``.
-    """
-    if isinstance(value, dict):
-        if set(map(str, value)) != set(outcomes):
-            return None, f"labels must be exactly {list(outcomes)}"
-        values = [value[label] for label in outcomes]
-    elif isinstance(value, list):
-        values = value
-    else:
-        return None, "probabilities must be an object keyed by outcome label or a list"
-    try:
-        return check_distribution(values, len(outcomes), where="probabilities"), None
-    except SchemaError as err:
-        return None, str(err)
 
 
 def _assistant_turns(completion: Any) -> list[Any]:
@@ -78,7 +56,7 @@ def find_submission(completion: Any, outcomes: Sequence[str]) -> Submission:
     for turn in _assistant_turns(completion):
         parsed = parse_action(turn)
         for call in parsed.tool_calls:
-            if call.name != "submit_forecast":
+            if call.name != SUBMIT_FORECAST:
                 continue
             if call.error is not None or not isinstance(call.arguments, dict):
                 return Submission(None, call.error or "arguments are not an object")

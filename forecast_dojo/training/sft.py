@@ -12,15 +12,14 @@ which keeps the start and cuts the end (the answer), never fires.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, save_checkpoint
+from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer
+from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.training.arguments import JsonObject
+from forecast_dojo.training.checkpoint import train_and_save
 from forecast_dojo.trajectory import STEPS_FILE
 
 
@@ -79,7 +78,7 @@ def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
     from forecast_dojo.training.export import ExportConfig, export_sft, load_sft_dataset
 
     if not data:
-        raise ValueError("no training data: give export directories, parquet files or trajectory logs")
+        raise ConfigError("no training data: give export directories, parquet files or trajectory logs")
     parts = []
     logs = []
     for item in data:
@@ -89,7 +88,7 @@ def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
         elif (path / STEPS_FILE).is_file() or path.name == STEPS_FILE or any(path.glob(f"*/{STEPS_FILE}")):
             logs.append(path)
         else:
-            raise FileNotFoundError(f"{path}: neither an export (train.parquet) nor a trajectory log")
+            raise InputNotFoundError(f"{path}: neither an export (train.parquet) nor a trajectory log")
     if logs:
         parts.append(export_sft(logs, None, ExportConfig(max_tokens=max_length), tokenizer=tokenizer))
     return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
@@ -157,7 +156,7 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
     from trl import SFTTrainer
 
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
-    from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE
+    from forecast_dojo.chat_template import TOOL_CHAT_TEMPLATE
 
     tokenizer.chat_template = TOOL_CHAT_TEMPLATE
     if tokenizer.pad_token is None:
@@ -171,17 +170,4 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
         processing_class=tokenizer,
         peft_config=peft_config(args),
     )
-    started = time.perf_counter()
-    result = trainer.train()
-    wall = time.perf_counter() - started
-    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
-    summary = {
-        "arguments": dataclasses.asdict(args),
-        "rows": len(dataset),
-        "global_step": result.global_step,
-        "training_loss": result.training_loss,
-        "wall_seconds": round(wall, 1),
-        "log_history": trainer.state.log_history,
-    }
-    (out / "sft_run.json").write_text(json.dumps(summary, indent=2, default=str))
-    return out
+    return train_and_save(trainer, tokenizer, args, "sft_run.json", rows=len(dataset))

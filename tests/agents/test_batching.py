@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -119,3 +120,96 @@ def test_an_error_reaches_every_caller_of_its_batch_and_the_batcher_goes_on(mode
 def test_max_batch_must_be_positive(model):
     with pytest.raises(ValueError, match="max_batch"):
         GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=0)
+
+
+class _MarkTokenizer(_Tokenizer):
+    """Decodes token t as ``<t>``: a stop string made of two tokens' marks matches exactly those two tokens."""
+
+    def decode(self, ids, **kwargs) -> str:
+        return "".join(f"<{t}>" for t in ids)
+
+
+def test_a_turn_ends_right_after_its_stop_string(model):
+    prompt = PROMPTS[1]
+    free = _alone(model, prompt, 12)
+    assert STOP not in free[:4]
+    stop = f"<{free[2]}><{free[3]}>"
+    first = next(i for i in range(1, len(free) + 1) if stop in _MarkTokenizer().decode(free[:i]))
+    batcher = GenerationBatcher(model, _MarkTokenizer(), stop_token_id=STOP, stop_strings=(stop,), wait_s=0.0)
+    assert batcher.generate(prompt, max_new_tokens=12, do_sample=False) == free[:first]
+    # in a batch, the row that meets it stops there and the others run on to their own ends
+    results = _in_threads(batcher, [prompt, PROMPTS[3]], max_new_tokens=12, do_sample=False)
+    other = _alone(model, PROMPTS[3], 12)
+    cut = [i for i in range(1, len(other) + 1) if stop in _MarkTokenizer().decode(other[:i])]
+    assert results == [free[:first], other[: cut[0]] if cut else other]
+
+
+def _conversation(turn: int, index: int, replies: list[list[int]]) -> list[int]:
+    """Turn ``turn`` of episode ``index``: a shared system prefix, the episode's question, then each
+    earlier reply followed by a 'tool result' (new tokens), as a transcript grows."""
+    ids = [3, 4, 6, 7, 8, 9, 10] + [20 + index, 30 + index]
+    for t, reply in enumerate(replies[:turn]):
+        ids += reply + [40 + t, 50 + index, 60 + (t * 7 + index) % 30]
+    return ids
+
+
+def test_lockstep_sessions_reuse_cached_prefixes_and_end_at_different_times(model):
+    """Episodes of 1-4 turns: every turn equals unbatched, uncached generation of its whole prompt;
+    the batches shrink as episodes end (no waiting for an ended one); cached prefixes are reused."""
+    batcher = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=60.0, reuse_prefix=True
+    )
+    turns = [1, 2, 3, 4]
+    sessions = [batcher.new_session() for _ in turns]
+    got: list[list[list[int]]] = [[] for _ in turns]
+    prompts: list[list[list[int]]] = [[] for _ in turns]
+
+    def episode(i: int) -> None:
+        for turn in range(turns[i]):
+            prompt = _conversation(turn, i, got[i])
+            prompts[i].append(prompt)
+            got[i].append(batcher.generate(prompt, session=sessions[i], max_new_tokens=6, do_sample=False))
+        batcher.forget(sessions[i])
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(len(turns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert time.monotonic() - started < 60  # an ended episode was never waited for
+    for i in range(len(turns)):
+        assert got[i] == [_alone(model, p, 6) for p in prompts[i]], i
+    assert batcher.batch_sizes == [4, 3, 2, 1]  # lockstep: each round is one batch of the live episodes
+    stats = batcher.stats
+    assert stats.reused_tokens > 0.5 * (stats.prompt_tokens - sum(len(p[0]) for p in prompts))
+    assert stats.generated_tokens == sum(len(r) for g in got for r in g)
+    assert not batcher._cache and not batcher._live  # forgotten sessions free their caches
+
+
+def test_prefix_reuse_gives_the_same_tokens_as_recomputing(model):
+    plain = GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.2)
+    cached = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.2, reuse_prefix=True
+    )
+    first = [_conversation(0, i, []) for i in range(3)]
+    replies = _in_threads(cached, first, max_new_tokens=5, do_sample=False)
+    assert replies == _in_threads(plain, first, max_new_tokens=5, do_sample=False)
+    second = [
+        _conversation(1, i, [replies[i]]) for i in range(3)
+    ]  # no sessions: prefixes found across requests
+    before = cached.stats.reused_tokens
+    assert _in_threads(cached, second, max_new_tokens=5, do_sample=False) == [
+        _alone(model, p, 5) for p in second
+    ]
+    assert cached.stats.reused_tokens - before == 0  # requests without a session keep no cache
+    keyed = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.0, reuse_prefix=True, cache_tokens=30
+    )
+    a, b = keyed.new_session(), keyed.new_session()
+    keyed.generate(first[0], session=a, max_new_tokens=5, do_sample=False)
+    assert keyed.generate(first[1], session=b, max_new_tokens=5, do_sample=False) == _alone(
+        model, first[1], 5
+    )
+    assert keyed.stats.reused_tokens == 7  # the shared system prefix of another session
+    assert sum(len(e.ids) for e in keyed._cache.values()) <= 30 or len(keyed._cache) == 1  # the token budget

@@ -51,6 +51,11 @@ def test_template_renders_tool_calls_and_results(tokenizer):
             ],
         },
     ]
+    from forecast_dojo import chat_template, training
+
+    assert (
+        TOOL_CHAT_TEMPLATE is chat_template.TOOL_CHAT_TEMPLATE is training.TOOL_CHAT_TEMPLATE
+    )  # one template
     text = tokenizer.apply_chat_template(messages, chat_template=TOOL_CHAT_TEMPLATE, tokenize=False)
     assert text == (
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
@@ -202,10 +207,69 @@ def test_pretrained_agents_share_one_batcher_and_load_in_bfloat16(
     )
     assert first.batcher is not None and first.batcher is second.batcher and first.batcher.max_batch == 4
     assert first.model.dtype == torch.bfloat16
-    assert pretrained_agent(path, max_new_tokens=8).batcher is None
+    alone = pretrained_agent(path, max_new_tokens=8)  # no --concurrency: its own batches of one
+    assert alone.batcher is not first.batcher and alone.batcher.max_batch == 1
     env = make_tiny_env(memory="none", budgets=Budgets(max_tool_calls=1, max_turns=2))
     rows = run_episode(env, first, "mayor")
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
     assert first.batcher.batch_sizes  # the episode's replies went through the batcher
     with pytest.raises(ValueError, match="dtype"):
         pretrained_agent(path, dtype="float8")
+
+
+def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(
+    make_tiny_env, tiny_model, tokenizer, tmp_path
+):
+    """Episodes played in threads on one batcher (lockstep batches, cached prefixes, episodes of different
+    lengths) write exactly the turns that plain, uncached, one-at-a-time generation writes."""
+    import threading
+
+    from forecast_dojo.agents.llm import generation_batcher
+    from forecast_dojo.evaluation.runner import run_episode
+    from forecast_dojo.prompts import Budgets
+    from tests.conftest import tiny_events
+
+    events = [e.id for e in tiny_events()]
+    n_steps = {e.id: e.n_steps for e in tiny_events()}
+    assert len(set(n_steps.values())) > 1  # the episodes end at different times
+
+    def play(make_agent, folder: str, concurrent: bool) -> dict[str, list[list[str]]]:
+        def one(event_id: str) -> None:
+            env = make_tiny_env(
+                memory="none",
+                budgets=Budgets(max_tool_calls=1, max_turns=2),
+                log_dir=tmp_path / folder / event_id,
+            )
+            run_episode(env, make_agent(), event_id)
+            env.close()
+
+        if concurrent:
+            threads = [threading.Thread(target=one, args=(e,)) for e in events]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=300)
+        else:
+            for e in events:
+                one(e)
+        turns = {}
+        for e in events:
+            records = [
+                json.loads(x) for x in (tmp_path / folder / e / "steps.jsonl").read_text().splitlines()
+            ]
+            turns[e] = [[m["content"] for m in r["messages"] if m["role"] == "assistant"] for r in records]
+        return turns
+
+    def reference_agent() -> TransformersAgent:
+        plain = generation_batcher(tiny_model, tokenizer, max_batch=1, wait_s=0.0, reuse_prefix=False)
+        return TransformersAgent(tiny_model, tokenizer, max_new_tokens=8, batcher=plain)
+
+    shared = generation_batcher(tiny_model, tokenizer, max_batch=8, wait_s=5.0)
+    batched = play(
+        lambda: TransformersAgent(tiny_model, tokenizer, max_new_tokens=8, batcher=shared), "b", True
+    )
+    assert batched == play(reference_agent, "a", False)
+    assert all(len(batched[e]) == n_steps[e] for e in events)
+    assert max(shared.batch_sizes) == len(events) and shared.batch_sizes[-1] < len(events)
+    assert shared.stats.reused_tokens > 0.5 * shared.stats.prompt_tokens  # system prompt and earlier turns
+    assert not shared._cache and not shared._live  # ended episodes freed their caches

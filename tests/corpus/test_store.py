@@ -440,3 +440,141 @@ def test_format_1_corpora_still_load_and_migrate_in_place(tmp_path: Path) -> Non
     assert answers(Corpus.load(tmp_path / "old")) == before
     with pytest.raises(CorpusError, match="already format 2"):
         migrate_corpus(tmp_path / "old", progress=False)
+
+
+# --- the seal covers what the gateway decides with (issue 18) ----------------------------------
+
+
+def _edit_available_us(
+    path: Path, *, fix_checksum: bool = True, reseal: bool = False, redigest: bool = False
+):
+    """The reproducer: move every interior document's availability to the first instant (so they are
+    visible at any cutoff), keep the first and last (so the manifest's date range still matches), and
+    optionally update the manifest the way someone covering the edit would."""
+    available = np.load(path / "available_us.npy")
+    edited = available.copy()
+    edited[1:-1] = available[0]
+    np.save(path / "available_us.npy", edited)
+    manifest = json.loads((path / "manifest.json").read_text())
+    if fix_checksum:
+        manifest["files"]["available_us.npy"] = {
+            "bytes": (path / "available_us.npy").stat().st_size,
+            "sha256": store._sha256(path / "available_us.npy"),
+            "rows": len(edited),
+        }
+    if redigest:
+        manifest["arrays"]["available_us.npy"] = store.array_digest(edited)
+    if reseal:
+        manifest["content_hash"] = store.seal_hash(manifest)
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return available, edited
+
+
+@pytest.mark.parametrize("large_files", [False, True], ids=["hashed-at-open", "over-32MiB"])
+def test_editing_available_us_and_its_checksum_is_refused_at_open(
+    built: Path, monkeypatch: pytest.MonkeyPatch, large_files: bool
+) -> None:
+    if large_files:  # as if every file were over 32 MiB: no sha256 at open, only the sealed digests
+        monkeypatch.setattr(store, "SMALL_FILE_BYTES", 0)
+    pristine = (built / "manifest.json").read_text(), (built / "available_us.npy").read_bytes()
+    available, _ = _edit_available_us(built)
+    with pytest.raises(CorpusError, match="content hash mismatch: .*files' sizes and sha256"):
+        Corpus.load(built)
+    # Re-sealing the edited manifest too: the sealed digest of available_us no longer matches.
+    (built / "manifest.json").write_text(pristine[0])
+    _edit_available_us(built, reseal=True)
+    with pytest.raises(CorpusError, match="available_us.npy does not match its sealed digest"):
+        Corpus.load(built)
+    # And with the digest recomputed as well: the arrays disagree with the (row-hashed) documents.
+    (built / "manifest.json").write_text(pristine[0])
+    _edit_available_us(built, reseal=True, redigest=True)
+    with pytest.raises(
+        CorpusError, match="available_us.npy/published_us.npy differ from the documents at row"
+    ):
+        Corpus.load(built)
+    with pytest.raises(CorpusError, match="available_us/published_us differ from the documents"):
+        Corpus.load(built, verify=False).verify(progress=False)
+    # The edit mattered: at the first instant, the edited arrays show every document but the last.
+    assert Corpus.load(built, verify=False).n_visible(int(available[0]) + 1) == len(available) - 1
+    (built / "manifest.json").write_text(pristine[0])
+    (built / "available_us.npy").write_bytes(pristine[1])
+    assert Corpus.load(built).n_visible(int(available[0]) + 1) < len(available) // 2
+
+
+def test_editing_id_order_is_refused_at_open(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "SMALL_FILE_BYTES", 0)
+    order = np.load(built / "id_order.npy")
+    order[[3, 70]] = order[[70, 3]]  # two rows swapped: row_of would miss both (a hidden document shows)
+    np.save(built / "id_order.npy", order)
+    manifest = json.loads((built / "manifest.json").read_text())
+    manifest["files"]["id_order.npy"]["sha256"] = store._sha256(built / "id_order.npy")
+    manifest["content_hash"] = store.seal_hash(manifest)
+    (built / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CorpusError, match="id_order.npy does not match its sealed digest"):
+        Corpus.load(built)
+
+
+def test_an_unedited_corpus_opens_without_a_warning(built: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        corpus = Corpus.load(built)
+    manifest = corpus.manifest
+    assert manifest["seal_version"] == store.SEAL_VERSION
+    assert set(manifest["arrays"]) == set(store.ARRAY_FILES)
+    assert manifest["content_hash"] == store.seal_hash(manifest)
+
+
+def test_array_digest_sums_see_every_element_and_its_position(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "DIGEST_SAMPLE", 2)  # the sample sees only the first and last element
+    values = np.arange(10, 300_010, dtype=np.int64) * 1_000_003
+    digest = store.array_digest(values)
+    changed = values.copy()
+    changed[150_001] -= 86_400_000_000  # one document a day earlier
+    swapped = values.copy()
+    swapped[[5, 200_000]] = swapped[[200_000, 5]]  # same values, other rows
+    assert store.array_digest(changed)["sum"] != digest["sum"]
+    assert store.array_digest(swapped)["sum"] == digest["sum"]
+    assert store.array_digest(swapped)["weighted_sum"] != digest["weighted_sum"]
+    assert store.array_digest(values.copy()) == digest
+    assert set(store.array_digest(values, full=False)) == {"sample_sha256"}
+
+
+def _as_seal_1(path: Path) -> None:
+    """Rewrite a manifest the way corpora were sealed before issue 18 (files and arrays outside the seal)."""
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["seal_version"], manifest["arrays"]
+    old = manifest["content_hash"]
+    manifest["content_hash"] = store.seal_hash(manifest)
+    for entry in manifest["indexes"].values():
+        assert entry["content_hash"] == old
+        entry["content_hash"] = manifest["content_hash"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_seal_1_corpora_open_with_a_warning_and_migrate_to_seal_2(built: Path) -> None:
+    build_indexes(Corpus.load(built), dense="ivf-flat", nlist=4, progress=False)
+    _as_seal_1(built)
+    with pytest.warns(UserWarning, match="sealed before the files' checksums were .*corpus migrate"):
+        old = Corpus.load(built)
+    assert "seal_version" not in old.manifest and len(old) == 120
+    migrated = migrate_corpus(built, progress=False)
+    assert migrated.manifest["seal_version"] == store.SEAL_VERSION
+    assert migrated.content_hash != old.content_hash
+    assert migrated.manifest["migrated_from"] == {"seal_version": 1, "content_hash": old.content_hash}
+    assert make_retriever("dense", migrated, HashingEmbedder(16), index="ivf-flat").search("storm", 120, 3)
+    with pytest.raises(CorpusError, match="already format 2, seal 2"):
+        migrate_corpus(built, progress=False)
+
+
+def test_a_seal_1_corpus_with_edited_available_us_fails_at_open_and_at_migrate(built: Path) -> None:
+    _as_seal_1(built)
+    _edit_available_us(built, reseal=True)  # checksums are outside seal 1: it stays valid
+    with (
+        pytest.warns(UserWarning, match="seal 1"),
+        pytest.raises(CorpusError, match="differ from the documents"),
+    ):
+        Corpus.load(built)
+    with pytest.raises(CorpusError, match="differ from the documents"):
+        migrate_corpus(built, progress=False)

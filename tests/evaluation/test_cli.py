@@ -112,3 +112,18 @@ def test_killed_run_resumes_and_reports_the_logged_numbers(synthetic_cache, tmp_
         assert table[key]["brier"] == pytest.approx(mean, abs=1e-12)
         assert table[key]["steps"] == len(records)
     assert f"| openai-scripted | none | 4 | {len(records)} |" in (report_out / "report.md").read_text()
+
+
+def test_run_evaluates_the_held_out_split_by_default(synthetic_cache, tmp_path, monkeypatch, capsys):
+    from forecast_dojo.synthetic.split import synthetic_split
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    split = synthetic_split(0)
+    base = ["run", *ARGS, "--max-events", "2", "--agents", "uniform", "--modes", "none"]
+    assert main([*base, "--out", str(tmp_path / "eval")]) == 0
+    assert json.loads((tmp_path / "eval" / "study.json").read_text())["events"] == list(split.held_out[:2])
+    assert main([*base, "--split", "train", "--out", str(tmp_path / "train")]) == 0
+    assert json.loads((tmp_path / "train" / "study.json").read_text())["events"] == list(split.train[:2])
+    capsys.readouterr()
+    assert main([*base, "--event-ids", split.train[0], "--out", str(tmp_path / "x")]) != 0
+    assert "in the eval split" in capsys.readouterr().err

@@ -36,3 +36,19 @@ def test_compare_memory_runs_the_study(synthetic_cache, tmp_path):
     lite = "evidence-oracle-lite"
     assert ((lite, "notebook"), (lite, "none"), "brier") in compared
     assert ((lite, "notebook-empty"), (lite, "notebook"), "brier") in compared
+
+
+def test_every_spec_path_the_scripts_and_docs_name_exists():
+    """compare_memory.py and the docs point at specs by their place in the repository (envs/*.toml)."""
+    import re
+
+    texts = [
+        REPO / "evaluation" / "compare_memory.py",
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+    ]
+    named = {m for path in texts for m in re.findall(r"(?<![\w/.-])envs/[\w.-]+\.toml", path.read_text())}
+    assert "envs/forecastbench-wce.toml" in named
+    assert all((REPO / name).is_file() for name in named), sorted(
+        n for n in named if not (REPO / n).is_file()
+    )

@@ -260,3 +260,33 @@ def test_cli_strict_refuses_a_build_that_keeps_almost_nothing(
     captured = capsys.readouterr()
     assert "faithfulness removed 3" in captured.err and "selection.min_faithful_fraction" in captured.err
     assert "warning: events build keeps 0 of 4" in captured.out  # also in the printed summary
+
+
+def test_config_file_is_toml_and_earlier_formats_still_read(tmp_path: Path) -> None:
+    from forecast_dojo.errors import BuildConfigError, InputNotFoundError
+    from forecast_dojo.events.build import load_config_file
+
+    expected = {"selection": {"min_faithful_fraction": 0.5}, "schedule": {"horizon": "close"}}
+    (tmp_path / "c.toml").write_text(
+        '[selection]\nmin_faithful_fraction = 0.5\n[schedule]\nhorizon = "close"\n'
+    )
+    (tmp_path / "c.json").write_text(json.dumps(expected))
+    (tmp_path / "c.yaml").write_text(
+        "selection:\n  min_faithful_fraction: 0.5\nschedule:\n  horizon: close\n"
+    )
+    for name in ("c.toml", "c.json", "c.yaml"):
+        assert load_config_file(tmp_path / name) == expected
+    for name, text, message in (
+        ("bad.toml", "[selection\n", "not valid TOML"),
+        ("bad.json", "{", "not valid JSON"),
+        ("bad.yaml", "a: [", "not valid YAML"),
+        ("list.toml", "selection = 3\n", "must be a mapping"),
+    ):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(BuildConfigError, match=message):
+            load_config_file(tmp_path / name)
+    (tmp_path / "latin.toml").write_bytes("[selection]\n# caf\xe9\n".encode("latin-1"))
+    with pytest.raises(BuildConfigError, match="not UTF-8"):
+        load_config_file(tmp_path / "latin.toml")
+    with pytest.raises(InputNotFoundError, match="config file not found"):
+        load_config_file(tmp_path / "missing.toml")

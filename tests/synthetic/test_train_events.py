@@ -150,7 +150,14 @@ def test_held_out_episodes_are_identical_in_the_training_world(
 
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(caches[0].parent))
     envs = [
-        make("Synthetic-v0", embedder="hashing", retriever=retriever, python_runner=None, train_events=n)
+        make(
+            "Synthetic-v0",
+            embedder="hashing",
+            retriever=retriever,
+            python_runner=None,
+            train_events=n,
+            split="all",
+        )
         for n in (0, 5)
     ]
     assert len(envs[1].events) == len(envs[0].events) + 5

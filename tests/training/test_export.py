@@ -114,9 +114,14 @@ def test_synthetic_logs_use_the_held_out_split_and_oracle_regret(teacher_log, tm
     records = []
     for event_id in (train_id, held_id):
         records.append(
-            {
+            {  # a step record as the log holds it (the export reads typed records: every required field)
                 "event_id": event_id,
                 "step": 0,
+                "n_steps": 1,
+                "cutoff": "2031-03-01T00:00:00Z",
+                "forecast_date": "2031-03-01",
+                "outcome": "a",
+                "reward": -0.5,
                 "memory": "none",
                 "messages": [
                     {
@@ -269,3 +274,57 @@ def test_cli_export_sft(teacher_log, tmp_path):
         timeout=300,
     )
     assert refused.returncode != 0 and "cannot tell training from evaluation" in refused.stderr
+
+
+def test_a_killed_runs_torn_log_exports_the_rows_load_records_reads(teacher_log, tmp_path, capsys):
+    """`export sft` and `forecast-dojo run` read a killed run's log with the same rule (issue 19).
+
+    The export used to have its own reader, which failed on the torn last line (`steps.jsonl:N: not JSON`)
+    that `load_records` drops and a resuming run cuts off.
+    """
+    import warnings
+
+    from forecast_dojo.trajectory import TornLogWarning, load_records
+
+    log = teacher_log()
+    steps = log / "steps.jsonl"
+    whole = steps.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    config = ExportConfig(max_tokens=None, assume_all_training=True, best_per_step=None, deduplicate=False)
+    for cut in (1, len(lines[-1]) // 2, len(lines[-1]) - 1):  # a kill mid-write, and just before the newline
+        steps.write_bytes(b"".join(lines[:-1]) + lines[-1][:cut])
+        with pytest.warns(TornLogWarning):
+            torn_rows, torn_report = build_sft_rows([log], config)
+        with pytest.warns(TornLogWarning):
+            kept = load_records(log)
+        assert torn_report.read == len(kept) == len(lines) - 1
+        # The log as load_records reads it, written out whole: the export gives the very same rows.
+        steps.write_bytes(b"".join(lines[:-1]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            clean_rows, _ = build_sft_rows([log], config)
+        assert torn_rows == clean_rows
+        assert [(r["event_id"], r["step"]) for r in torn_rows] == [(k.event_id, k.step) for k in kept]
+    steps.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "forecast_dojo.cli",
+            "export",
+            "sft",
+            str(log),
+            "--out",
+            str(tmp_path / "sft"),
+            "--assume-all-training",
+            "--max-tokens",
+            "0",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"read {len(lines) - 1} step records" in out.stdout

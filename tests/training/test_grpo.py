@@ -177,3 +177,45 @@ def test_response_template_parses_what_the_chat_template_writes(tokenizer):
             "function": {"name": "submit_forecast", "arguments": {"probabilities": {"Yes": 0.7, "No": 0.3}}},
         }
     ]
+
+
+@pytest.mark.parametrize("memory", ["none", "notebook"])
+@pytest.mark.parametrize("python", [False, True])
+def test_grpo_tool_schemas_are_the_envs_in_every_memory_mode(make_tiny_env, memory, python):
+    """GRPO's tool methods are generated from the env's tool functions: the schemas TRL renders are the env's."""
+    from forecast_dojo.training.grpo import grpo_tool_schemas
+
+    env = make_tiny_env(memory=memory)
+    step_env = environment_factory(lambda: make_tiny_env(memory=memory), python=python)()
+    expected = [s for s in env.tool_schemas() if python or s["function"]["name"] != "python"]
+    assert grpo_tool_schemas(step_env) == expected
+    submit = next(s for s in grpo_tool_schemas(step_env) if s["function"]["name"] == "submit_forecast")
+    properties = submit["function"]["parameters"]["properties"]
+    if memory == "none":
+        assert "notebook" not in properties  # memory off: no notebook to write
+    else:
+        description = properties["notebook"]["description"]
+        assert all(key in description for key in ('"assessment"', '"evidence"', '"open_questions"'))
+    # A subset of tools (a no-tools mode) gives the env's subset.
+    only_submit = make_tiny_env(memory=memory, tools=("submit_forecast",))
+    assert grpo_tool_schemas(ForecastStepEnv(only_submit)) == only_submit.tool_schemas()
+
+
+def test_trl_lists_the_generated_tools_as_the_envs(make_tiny_env):
+    """What GRPOTrainer does with an environment instance: the public methods but reset/get_reward are the tools."""
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    step_env = environment_factory(lambda: make_tiny_env(memory="notebook"), python=False)()
+    names = sorted(
+        n
+        for n, _ in inspect.getmembers(type(step_env), predicate=inspect.isfunction)
+        if n not in ("reset", "get_reward") and not n.startswith("_")
+    )
+    assert names == ["read", "search", "submit_forecast"]
+    by_name = {s["function"]["name"]: s for s in step_env.env.tool_schemas()}
+    assert all(get_json_schema(getattr(step_env, n)) == by_name[n] for n in names)
+    # Keyword calls as TRL makes them reach the env; an unknown argument is the env's error, not an exception.
+    step_env.reset(event_id="harbor", step=0)
+    assert "unexpected argument" in step_env.search(query="Harbor Act", colour="red")

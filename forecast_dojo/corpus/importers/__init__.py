@@ -21,6 +21,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.errors import ConfigError
+
 if TYPE_CHECKING:
     from forecast_dojo.schema import Document
 
@@ -177,7 +179,7 @@ IMPORTERS: dict[str, Importer] = {
 def get_importer(kind: str) -> Importer:
     """The :class:`Importer` of a source kind (``wikipedia``, ``generic``, ``warc``)."""
     if kind not in IMPORTERS:
-        raise ValueError(f"unknown source kind {kind!r}; known: {', '.join(sorted(IMPORTERS))}")
+        raise ConfigError(f"unknown source kind {kind!r}; known: {', '.join(sorted(IMPORTERS))}")
     return IMPORTERS[kind]
 
 

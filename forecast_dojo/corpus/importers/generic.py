@@ -16,20 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.corpus.importers import ImportReport
+from forecast_dojo.errors import ConfigError, InputNotFoundError
+from forecast_dojo.errors import RecordError as RecordError
 from forecast_dojo.schema import Document, SchemaError
 from forecast_dojo.timeutil import InstantError, parse_instant
 
 SOURCE_KIND = "generic"
 SUFFIXES = (".jsonl", ".parquet")
 ON_BAD_RECORD = ("fail", "skip")
-
-
-class RecordError(SchemaError):
-    """A bad input record; ``reason`` is the short, countable part ("published_at: missing")."""
-
-    def __init__(self, where: str, reason: str, detail: str = "") -> None:
-        super().__init__(f"{where}: {reason}{f' ({detail})' if detail else ''}")
-        self.reason = reason
 
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | None]]:
@@ -120,17 +114,17 @@ def input_files(path: Path) -> list[Path]:
             raise SchemaError(f"{path}: generic documents files end in .jsonl or .parquet")
         return [path]
     if not path.is_dir():
-        raise FileNotFoundError(f"generic documents input not found: {path}")
+        raise InputNotFoundError(f"generic documents input not found: {path}")
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
     if not files:
-        raise FileNotFoundError(f"{path}: no .jsonl or .parquet files")
+        raise InputNotFoundError(f"{path}: no .jsonl or .parquet files")
     return files
 
 
 def read_generic_file(path: Path, *, on_bad_record: str = "fail") -> tuple[list[Document], ImportReport]:
     """Import one JSONL/parquet file. Ids default to ``<file stem>-<row>``, stable for the same file."""
     if on_bad_record not in ON_BAD_RECORD:
-        raise ValueError(f"on_bad_record must be one of {ON_BAD_RECORD}, not {on_bad_record!r}")
+        raise ConfigError(f"on_bad_record must be one of {ON_BAD_RECORD}, not {on_bad_record!r}")
     report = ImportReport(source=SOURCE_KIND, files_seen=1)
     documents: list[Document] = []
     for row, record, problem in _records(Path(path)):

@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from forecast_dojo.corpus.importers import ImportReport
+from forecast_dojo.errors import InputNotFoundError, SchemaError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import UTC, end_of_day, parse_instant
 
@@ -156,7 +157,7 @@ def read_page_metadata(html: str) -> PageMetadata:
     try:
         tree = lxml_html.fromstring(html)
     except (ValueError, TypeError) as err:  # empty or undecodable document
-        raise ValueError(f"not HTML: {err}") from err
+        raise SchemaError(f"not HTML: {err}") from err
     published: list[str] = []
     modified: list[str] = []
     headlines: list[str] = []
@@ -392,10 +393,10 @@ def warc_files(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
     if not path.is_dir():
-        raise FileNotFoundError(f"WARC input not found: {path}")
+        raise InputNotFoundError(f"WARC input not found: {path}")
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(WARC_SUFFIXES))
     if not files:
-        raise FileNotFoundError(f"{path}: no .warc / .warc.gz files")
+        raise InputNotFoundError(f"{path}: no .warc / .warc.gz files")
     return files
 
 

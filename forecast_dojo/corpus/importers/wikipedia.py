@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from forecast_dojo.corpus.importers import ImportReport
+from forecast_dojo.errors import InputNotFoundError, SchemaError
 from forecast_dojo.schema import Document
 from forecast_dojo.timeutil import UTC, end_of_day
 
@@ -248,7 +249,7 @@ def _day_documents(
     n_items = 0
     for category, items in payload.items():
         if not isinstance(items, list):
-            raise ValueError(f"category {category!r} holds {type(items).__name__}, not a list")
+            raise SchemaError(f"category {category!r} holds {type(items).__name__}, not a list")
         category_text = " ".join(str(category).split())
         category_title = []
         if category_text.lower() not in _UNCATEGORIZED:
@@ -263,7 +264,7 @@ def _day_documents(
         for raw in items:
             n_items += 1
             if not isinstance(raw, str):
-                raise ValueError(f"category {category!r} item {n_items} is {type(raw).__name__}, not text")
+                raise SchemaError(f"category {category!r} item {n_items} is {type(raw).__name__}, not text")
             if not raw.strip():
                 continue
             item = classify_item(raw)
@@ -373,7 +374,7 @@ def list_day_files(
     """The day files under ``root`` with ``start <= day <= end``, in date order (by file name)."""
     root = Path(root)
     if not root.is_dir():
-        raise FileNotFoundError(f"Wikipedia current events folder not found: {root}")
+        raise InputNotFoundError(f"Wikipedia current events folder not found: {root}")
     found = []
     for path in root.rglob("*.yaml"):
         match = _FILE_NAME.match(path.name)

@@ -1,0 +1,45 @@
+"""The end of every training run: train, save a playable checkpoint, write the run's summary next to it.
+
+:func:`forecast_dojo.training.sft.train_sft` and :func:`forecast_dojo.training.grpo.train_grpo` both end
+here, so their checkpoints and ``*_run.json`` summaries have one shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def train_and_save(trainer: Any, tokenizer: Any, args: Any, summary_name: str, **counts: Any) -> Path:
+    """Run ``trainer.train()``, save the checkpoint in ``args.output_dir`` and its summary beside it.
+
+    Args:
+        trainer: A TRL trainer (``SFTTrainer``, ``GRPOTrainer``), ready to train.
+        tokenizer: The tokenizer saved with the model (with the training chat template).
+        args: The run's arguments dataclass (``output_dir`` names the checkpoint directory).
+        summary_name: The summary's file name in the checkpoint (``sft_run.json``, ``grpo_run.json``).
+        **counts: What the run trained on (e.g. ``rows=`` or ``prompts=``), stored in the summary.
+
+    Returns:
+        The checkpoint directory; ``summary_name`` in it holds the arguments, the counts, the optimizer
+        steps, the training loss, the wall time and the trainer's log history.
+    """
+    from forecast_dojo.agents.llm import save_checkpoint
+
+    started = time.perf_counter()
+    result = trainer.train()
+    wall = time.perf_counter() - started
+    out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
+    summary = {
+        "arguments": dataclasses.asdict(args),
+        **counts,
+        "global_step": result.global_step,
+        "training_loss": result.training_loss,
+        "wall_seconds": round(wall, 1),
+        "log_history": trainer.state.log_history,
+    }
+    (out / summary_name).write_text(json.dumps(summary, indent=2, default=str))
+    return out

@@ -1,0 +1,164 @@
+"""Config dataclasses as flags: the export and server flags are generated from ExportConfig and OpenAIConfig."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from forecast_dojo.agents.openai_agent import OpenAIConfig
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, field_docs
+from forecast_dojo.cli import build_parser, main
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.evaluation.cli import SERVER_FIELDS, _server_config
+from forecast_dojo.training.cli import EXPORT_FLAGS
+from forecast_dojo.training.export import ExportConfig
+
+
+@dataclass
+class Options:
+    """Options of something.
+
+    Attributes:
+        rate: how fast, in
+            steps per second (``rate`` > 0).
+        name: what to call it.
+        keep: keep it.
+        limit: the most (None: no limit).
+        tags: labels.
+    """
+
+    rate: float = 1.5
+    name: str = "x"
+    keep: bool = True
+    limit: int | None = 10
+    tags: Sequence[str] = ()
+    quiet: bool = False
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def test_field_docs_reads_the_attributes_section():
+    docs = field_docs(Options)
+    assert docs["rate"] == "how fast, in steps per second (``rate`` > 0)."
+    assert docs["limit"] == "the most (None: no limit)." and "extra" not in docs
+
+
+def parse(argv: list[str], **flags: Flag) -> Options:
+    parser = argparse.ArgumentParser()
+    only = ("rate", "name", "keep", "limit", "tags")
+    add_dataclass_arguments(parser, Options, only=only, flags=flags)
+    return dataclass_from_arguments(Options, parser.parse_args(argv), only=only, flags=flags)
+
+
+def test_types_defaults_inversion_and_zero_for_none():
+    flags = {"keep": Flag("--drop", invert=True), "limit": Flag(zero_is_none=True)}
+    assert parse([], **flags) == Options()
+    got = parse(["--rate", "2", "--name", "y", "--drop", "--limit", "0", "--tags", "a", "b"], **flags)
+    assert got == Options(rate=2.0, name="y", keep=False, limit=None, tags=("a", "b"))
+    with pytest.raises(SystemExit):
+        parse(["--rate", "fast"])
+
+
+def test_unsupported_fields_and_unknown_names_are_refused():
+    with pytest.raises(ConfigError, match="extra"):
+        add_dataclass_arguments(argparse.ArgumentParser(), Options)
+    with pytest.raises(ConfigError, match="no field"):
+        add_dataclass_arguments(argparse.ArgumentParser(), Options, only=["nope"])
+    with pytest.raises(ConfigError, match="default True"):
+        add_dataclass_arguments(
+            argparse.ArgumentParser(), Options, only=["quiet"], flags={"quiet": Flag(invert=True)}
+        )
+    with pytest.raises(ConfigError, match="zero_is_none"):
+        add_dataclass_arguments(
+            argparse.ArgumentParser(), Options, only=["rate"], flags={"rate": Flag(zero_is_none=True)}
+        )
+
+
+def subcommand(name: str, *path: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for part in (name, *path):
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[part]
+    return parser
+
+
+def test_export_flags_are_exportconfig_with_the_documented_names():
+    parser = subcommand("export", "sft")
+    flags = {o for a in parser._actions for o in a.option_strings}
+    assert {"--keep-invalid", "--min-score", "--max-regret", "--score-rule", "--best-of", "--keep-duplicates",
+            "--max-tokens", "--tokenizer", "--eval-events", "--assume-all-training"} <= flags  # fmt: skip
+    dests = {a.dest for a in parser._actions}
+    assert {f.name for f in dataclasses.fields(ExportConfig)} <= dests  # a new field is a new flag
+    default = dataclass_from_arguments(
+        ExportConfig, parser.parse_args(["log", "--out", "o"]), flags=EXPORT_FLAGS
+    )
+    assert default == ExportConfig()
+    args = parser.parse_args(
+        ["log", "--out", "o", "--keep-invalid", "--best-of", "0", "--max-tokens", "0", "--keep-duplicates",
+         "--eval-events", "e1", "e2", "--score-rule", "log", "--min-score", "-0.3"]
+    )  # fmt: skip
+    assert dataclass_from_arguments(ExportConfig, args, flags=EXPORT_FLAGS) == ExportConfig(
+        valid_only=False, best_per_step=None, max_tokens=None, deduplicate=False, eval_events=("e1", "e2"),
+        score_rule="log", min_score=-0.3,
+    )  # fmt: skip
+
+
+def test_server_flags_are_openaiconfig_with_the_documented_names():
+    parser = subcommand("run")
+    args = parser.parse_args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m"])
+    config = _server_config(args)
+    defaults = OpenAIConfig(base_url="u", model="m")
+    for name in SERVER_FIELDS[2:]:
+        assert getattr(config, name) == getattr(defaults, name), name
+    args = parser.parse_args(
+        ["--base-url", "u", "--model", "m", "--timeout", "5", "--retries", "1", "--concurrency", "3"]
+    )
+    config = _server_config(args)
+    assert (config.timeout_s, config.max_retries, config.concurrency) == (5.0, 1, 3)
+
+
+def test_a_bad_server_option_is_refused_before_anything_loads(capsys):
+    argv = [
+        "run",
+        "--agents",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--max-tokens",
+        "0",
+    ]
+    assert (
+        main([*argv, "--spec", "Nope-v0"]) == 2
+    )  # the server options are checked before the spec is looked up
+    assert "max_tokens must be >= 1" in capsys.readouterr().err
+
+
+def test_events_build_flags_are_buildconfig_fields():
+    from forecast_dojo.events.build import BuildConfig
+    from forecast_dojo.events.cli import BUILD_FIELDS, BUILD_FLAGS
+    from forecast_dojo.events.split import parse_window
+
+    parser = subcommand("events", "build")
+    windows = [
+        "--out",
+        "o",
+        "--train-window",
+        "2024-01-01:2024-12-31",
+        "--eval-window",
+        "2025-01-01:2025-06-30",
+    ]
+    extra = {
+        "train_window": parse_window("2024-01-01:2024-12-31"),
+        "eval_window": parse_window("2025-01-01:2025-06-30"),
+    }
+    default = dataclass_from_arguments(
+        BuildConfig, parser.parse_args(windows), only=BUILD_FIELDS, flags=BUILD_FLAGS, **extra
+    )
+    assert default == BuildConfig(**extra)
+    args = parser.parse_args([*windows, "--keep-leaks", "--trim-into-eval", "--min-eval-steps", "5"])
+    config = dataclass_from_arguments(BuildConfig, args, only=BUILD_FIELDS, flags=BUILD_FLAGS, **extra)
+    assert (config.exclude_leaks, config.trim_into_eval, config.min_eval_steps) == (False, True, 5)
