@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from forecast_dojo.training.experiment import STAGES, ExperimentArguments, ExperimentError, Layout, run_experiment
+from forecast_dojo.training.experiment import (
+    STAGES,
+    ExperimentArguments,
+    ExperimentError,
+    Layout,
+    run_experiment,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,9 +32,23 @@ def _argv(out: Path, model: Path, results: Path) -> list[str]:
         *("--out", str(out), "--results", str(results), "--model", str(model)),
         *("--embedder", "hashing", "--train_events", "26", "--max_turns", "2", "--max_tool_calls", "1"),
         *("--eval_events", "syn-0001", "syn-0003", "--eval_concurrency", "2", "--eval_dtype", "float32"),
-        *("--eval_max_new_tokens", "8", "--sft_max_steps", "1", "--sft_batch_size", "1", "--sft_grad_accum", "1"),
+        *(
+            "--eval_max_new_tokens",
+            "8",
+            "--sft_max_steps",
+            "1",
+            "--sft_batch_size",
+            "1",
+            "--sft_grad_accum",
+            "1",
+        ),
         *("--sft_bf16", "false", "--grpo_max_steps", "1", "--grpo_num_generations", "2"),
-        *("--grpo_max_completion_length", "8", "--extra_grpo", '{"max_tool_calling_iterations": 1, "use_cpu": true}'),
+        *(
+            "--grpo_max_completion_length",
+            "8",
+            "--extra_grpo",
+            '{"max_tool_calling_iterations": 1, "use_cpu": true}',
+        ),
     ]
 
 
@@ -81,7 +101,9 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
 def test_a_folder_refuses_another_configuration(tmp_path):
     out = tmp_path / "exp"
     out.mkdir()
-    (out / "experiment.json").write_text(json.dumps(ExperimentArguments(out=str(out), train_events=40).__dict__))
+    (out / "experiment.json").write_text(
+        json.dumps(ExperimentArguments(out=str(out), train_events=40).__dict__)
+    )
     with pytest.raises(ExperimentError, match="train_events"):
         run_experiment(ExperimentArguments(out=str(out), train_events=50), stages=["spec"])
 
