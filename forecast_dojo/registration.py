@@ -513,6 +513,9 @@ def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
         return paths.events_path, paths.corpus_dir
     assert spec.events is not None and spec.corpus is not None
     where = str(spec.source or spec.name)
+    # make(events=..., corpus=...) may pass plain strings.
+    spec = dataclasses.replace(spec, events=Path(spec.events), corpus=Path(spec.corpus))
+    assert spec.events is not None and spec.corpus is not None
     if not spec.corpus.is_dir():
         raise SpecError(
             f"{where}: corpus {spec.corpus} is not built; build it with "

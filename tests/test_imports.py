@@ -101,3 +101,21 @@ def test_no_import_cycle_in_the_package():
     """Module-level and lazy (in-function) imports both count; ``TYPE_CHECKING`` imports do not."""
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle)
+
+
+def test_the_architecture_doc_names_modules_that_exist_and_every_subpackage():
+    """docs/architecture.md describes the package as it is: each `name.py` / `name/` it names exists."""
+    import re
+
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_]+(?:\.py|/))`", text))
+    top_level = {"evaluation/", "training/", "examples/", "benchmarks/", "envs/", "corpus/", "tests/"}
+    named.discard("forecast_dojo/envs/")  # where the wheel installs envs/
+    missing = [
+        n for n in sorted(named)
+        if not (PACKAGE / n).exists() and not any((PACKAGE / sub / n).exists() for sub in ("corpus", "events", "synthetic", "agents", "evaluation", "training", "corpus/importers"))
+        and not (n in top_level or (PACKAGE.parent / n).exists())
+    ]  # fmt: skip
+    assert not missing, missing
+    subpackages = {p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py")}
+    assert subpackages <= named, subpackages - named

@@ -118,3 +118,21 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     assert report["ids"]["forecast_dojo/SyntheticNotebook-v0"]["memory"] == "notebook"
     assert all(v["steps"] == v["n_steps"] >= 1 for v in report["ids"].values())
     assert report["version"] != "0+unknown"
+
+
+def test_make_takes_the_data_paths_as_strings(tmp_path, tiny_corpus_dir):
+    """What the wheel test's script does (events=..., corpus=... as str), without building a wheel."""
+    from forecast_dojo.corpus.retrieval import build_indexes
+    from forecast_dojo.corpus.store import Corpus
+    from forecast_dojo.registration import DojoSpec, builtin_spec_paths, make
+    from forecast_dojo.schema import save_events
+
+    real = [p for p in builtin_spec_paths() if DojoSpec.from_toml(p).world != "synthetic"]
+    assert real
+    corpus = shutil.copytree(tiny_corpus_dir, tmp_path / "corpus")
+    build_indexes(Corpus.load(corpus), dense=None, bm25=True, progress=False)
+    save_events(tiny_events(), tmp_path / "events.jsonl")
+    env = make(real[0], events=str(tmp_path / "events.jsonl"), corpus=str(corpus), python_runner=None)
+    obs, _ = env.reset(seed=0)
+    assert obs["outcomes"]
+    env.close()

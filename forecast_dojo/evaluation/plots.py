@@ -26,6 +26,14 @@ def _plt() -> Any:
     return plt
 
 
+def _save(fig: Any, out: Path, name: str) -> str:
+    """Lay out, write ``out/name`` (100 dpi) and close a figure; returns ``name``."""
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=100)
+    _plt().close(fig)
+    return name
+
+
 def _name(agent: str, mode: str) -> str:
     return agent if mode == "-" else f"{agent}/{mode}"
 
@@ -55,10 +63,7 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
     ax.set_ylabel("observed frequency")
     ax.set_title("Reliability (every outcome of every step)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "reliability.png", dpi=100)
-    plt.close(fig)
-    written.append("reliability.png")
+    written.append(_save(fig, out, "reliability.png"))
 
     fig, ax = plt.subplots(figsize=(7, 5))
     cells: dict[str, dict[str, float]] = defaultdict(dict)
@@ -72,10 +77,7 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
     ax.set_ylabel("mean Brier loss (lower is better)")
     ax.set_title("Score over the event's life (market: on its own steps)")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "life.png", dpi=100)
-    plt.close(fig)
-    written.append("life.png")
+    written.append(_save(fig, out, "life.png"))
 
     gains: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     index = {(r["agent"], r["memory"], r["event_id"], int(r["step"]), r.get("rollout")): r for r in rows}
@@ -98,10 +100,7 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
         ax.set_ylabel("Brier(notebook) - Brier(none)\n(negative: the notebook helps)")
         ax.set_title("Memory gain per step position")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "memory_gain.png", dpi=100)
-        plt.close(fig)
-        written.append("memory_gain.png")
+        written.append(_save(fig, out, "memory_gain.png"))
 
     agent_lines = [t for t in report["table"] if t["memory"] != "-"]
     if agent_lines:
@@ -114,8 +113,5 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
         tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         tokens.set_ylabel("tokens per step (prompt + completion)")
         fig.suptitle("Research cost per mode")
-        fig.tight_layout()
-        fig.savefig(out / "cost.png", dpi=100)
-        plt.close(fig)
-        written.append("cost.png")
+        written.append(_save(fig, out, "cost.png"))
     return written

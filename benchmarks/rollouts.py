@@ -1,0 +1,226 @@
+"""Local rollouts: forecast steps and turns per minute of SmolLM2-135M playing synthetic episodes, env included.
+
+Baseline (same run, same episodes, same model): today's path, i.e. the code of a named git commit
+(default: the commit this branch started from) exported to a temporary folder, playing one episode
+at a time in float32. Against it, the lockstep path of this tree (``--concurrency`` 8 and 32,
+bfloat16 and float32 weights). Each configuration runs in a fresh subprocess through
+:func:`forecast_dojo.evaluation.study.run_study` (what ``forecast-dojo run --agents smollm2
+--concurrency N --local-dtype D`` runs); the timer covers the study only (env resets and steps,
+prompt rendering, generation, logging), not loading the model or the world.
+
+    python benchmarks/rollouts.py                                    # the table
+    python benchmarks/rollouts.py --events 32 --max-turns 2 --modes c32-bf16 c32-fp32
+    python benchmarks/rollouts.py --prompt compact                   # once the compact profile exists
+
+Goal (issue 17): >= 60 forecast steps per minute at ``--concurrency 32`` on 2 cores.
+The load average (``os.getloadavg``) is printed beside every row: the cores may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BASE_COMMIT = "6b5df17"  # main before lockstep batching (GenerationBatcher without lockstep or prefix reuse)
+
+# mode -> (code, concurrency, dtype)
+MODES = {
+    "main-c1-fp32": ("baseline", 1, "float32"),
+    "c1-fp32": ("tree", 1, "float32"),
+    "c8-bf16": ("tree", 8, "bfloat16"),
+    "c32-bf16": ("tree", 32, "bfloat16"),
+    "c32-fp32": ("tree", 32, "float32"),
+    "main-c32-bf16": ("baseline", 32, "bfloat16"),
+}
+
+
+def child(args: argparse.Namespace) -> None:
+    """One configuration in its own process: play the episodes, print one JSON line."""
+    from forecast_dojo.agents.llm import TransformersAgent
+    from forecast_dojo.evaluation.study import log_dir, run_study
+    from forecast_dojo.registration import make
+    from forecast_dojo.synthetic.split import synthetic_split
+
+    _, concurrency, dtype = MODES[args.child]
+    options = {
+        "name": "smollm2",
+        "dtype": dtype,
+        "batch_size": concurrency,
+        "max_new_tokens": args.max_new_tokens,
+    }
+    t0 = time.perf_counter()
+    TransformersAgent.from_pretrained(args.model, **options)  # load the model once, outside the timer
+    extra = {"prompt": args.prompt} if args.prompt else {}
+
+    def make_env(mode: str, metadata: dict) -> object:
+        return make(
+            "Synthetic-v0",
+            memory="none",
+            seed=0,
+            embedder=args.embedder,
+            max_turns=args.max_turns,
+            tools=("search", "read", "submit_forecast"),
+            run_metadata=metadata,
+            **extra,
+        )
+
+    probe = make_env("none", {})
+    split = synthetic_split(0)
+    ids = list(split.held_out) + list(split.train)  # held-out events first
+    events = [e for e in sorted(probe.events, key=lambda e: ids.index(e.id)) if e.id in ids][: args.events]
+    probe.close()
+    setup_s = time.perf_counter() - t0
+    load = os.getloadavg()[0]
+    steps_file = log_dir(Path(args.out), "smollm2", "none") / "steps.jsonl"
+    t0 = time.perf_counter()
+
+    def report(partial: bool) -> None:
+        wall = time.perf_counter() - t0
+        lines = steps_file.read_text().splitlines(keepends=True) if steps_file.exists() else []
+        records = [json.loads(line) for line in lines if line.endswith("\n")]  # complete records
+        turns = sum(r["budgets"]["turns_used"] for r in records)
+        row = {
+            "mode": args.child,
+            "episodes": len(events),
+            "steps": len(records),
+            "turns": turns,
+            "valid": sum(bool(r.get("valid")) for r in records),
+            "prompt_tokens": sum(r["tokens"]["prompt_tokens"] or 0 for r in records),
+            "completion_tokens": sum(r["tokens"]["completion_tokens"] or 0 for r in records),
+            "wall_s": wall,
+            "setup_s": setup_s,
+            "steps_per_min": 60 * len(records) / wall,
+            "turns_per_min": 60 * turns / wall,
+            "load_before": load,
+            "load_after": os.getloadavg()[0],
+            "stopped_at_time_limit": partial,
+        }
+        print("RESULT " + json.dumps(row), flush=True)
+
+    if args.time_limit:  # report the steps done so far and stop: rates over the first time_limit seconds
+
+        def stop() -> None:
+            report(True)
+            os._exit(0)
+
+        threading.Timer(args.time_limit, stop).start()
+    run_study(
+        args.out,
+        {"smollm2": lambda env: TransformersAgent.from_pretrained(args.model, **options)},
+        ["none"],
+        events,
+        make_env,
+        concurrency=concurrency,
+        progress=False,
+    )
+    report(False)
+    os._exit(0)  # the time-limit timer may still be pending
+
+
+def export_commit(commit: str, into: Path) -> Path:
+    """The package at ``commit`` (``git archive``), for the baseline's subprocess."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def main() -> None:
+    """Run each configuration in a subprocess and print the table."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--modes", nargs="+", default=["main-c1-fp32", "c8-bf16", "c32-bf16", "c32-fp32"])
+    parser.add_argument(
+        "--events", type=int, default=32, help="episodes (held-out events first, then training)"
+    )
+    parser.add_argument(
+        "--baseline-events", type=int, help="episodes for the one-at-a-time modes (default: --events)"
+    )
+    parser.add_argument("--max-turns", type=int, default=2, help="turns per forecast step (the env's budget)")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens per turn at most")
+    parser.add_argument("--prompt", help="the env's prompt profile (e.g. compact), if this tree has one")
+    parser.add_argument(
+        "--embedder", default="minilm", help="the synthetic world's embedder (minilm: real env time)"
+    )
+    parser.add_argument("--baseline-commit", default=BASE_COMMIT)
+    parser.add_argument(
+        "--time-limit", type=float, help="seconds per configuration: rates over the steps done by then"
+    )
+    parser.add_argument(
+        "--model",
+        default="smollm2",
+        help="smollm2 (the GGUF, de-quantized at each load) or the same model saved by save_checkpoint (loads faster)",
+    )
+    parser.add_argument("--child", choices=sorted(MODES), help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline_tree = None
+        for mode in args.modes:
+            code, concurrency, _ = MODES[mode]
+            if code == "baseline" and baseline_tree is None:
+                baseline_tree = export_commit(args.baseline_commit, Path(tmp, "baseline"))
+            events = args.baseline_events if (concurrency == 1 and args.baseline_events) else args.events
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child",
+                mode,
+                "--out",
+                str(Path(tmp, mode)),
+            ]
+            command += ["--events", str(events), "--max-turns", str(args.max_turns)]
+            command += ["--max-new-tokens", str(args.max_new_tokens), "--embedder", args.embedder]
+            command += ["--model", args.model]
+            if args.time_limit:
+                command += ["--time-limit", str(args.time_limit)]
+            if args.prompt:
+                command += ["--prompt", args.prompt]
+            root = baseline_tree if code == "baseline" else REPO
+            env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+            print(f"# {mode}: {' '.join(command[1:])} (PYTHONPATH={root})", flush=True)
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            if done.returncode or not lines:
+                print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"{mode} failed (exit {done.returncode})")
+            row = json.loads(lines[-1].removeprefix("RESULT "))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    base = rows[0]["steps_per_min"]
+    print(
+        f"\nSmolLM2-135M ({args.model}), synthetic world, memory-free, max {args.max_turns} turns per step, "
+        f"max {args.max_new_tokens} new tokens per turn, prompt profile {args.prompt or 'default'}"
+    )
+    print(
+        "| mode | episodes | steps | turns | valid | prompt tok/step | new tok/step | wall s | steps/min | turns/min "
+        f"| x {rows[0]['mode']} | load (before, after) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        steps = max(r["steps"], 1)
+        print(
+            f"| {r['mode']} | {r['episodes']} | {r['steps']} | {r['turns']} | {r['valid']} "
+            f"| {r['prompt_tokens'] / steps:.0f} | {r['completion_tokens'] / steps:.0f} | {r['wall_s']:.0f} "
+            f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base:.1f} "
+            f"| {r['load_before']:.1f}, {r['load_after']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
