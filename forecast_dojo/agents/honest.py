@@ -32,16 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.base import tool_call
-from forecast_dojo.agents.scripted import (
-    _SENTENCE,
-    LONG_DATE,
-    NEGATIONS,
-    EvidenceAgent,
-    _key_terms,
-    _long_dates,
-    _topic_words,
-)
+from forecast_dojo.agents.scripted import _SENTENCE, EvidenceAgent, _key_terms, _topic_words, favoured_outcome
 from forecast_dojo.notebook import notebook_value
+from forecast_dojo.spaces import Observation
 
 # Generic sourcing expressions a news reader notices (a fixed vocabulary; their weights are learned).
 SOURCING_CUES: dict[str, re.Pattern[str]] = {
@@ -68,6 +61,12 @@ SOURCING_CUES: dict[str, re.Pattern[str]] = {
     }.items()
 }
 NO_CUE = "(no cue)"
+COMPACT_TOP_K = 3  # the compact teacher's hits per search
+COMPACT_MAX_SEARCHES = 1  # and searches per forecast date
+COMPACT_NOTEBOOK_EVIDENCE = 2  # claims kept in its notebook
+COMPACT_NAMED_REPORTS = 2  # reports named one by one in its final turn (the rest are counted)
+# A compact notebook claim: "<outcome label> favoured: <cue signature>", read back at the next date.
+_COMPACT_CLAIM = re.compile(r"^(?P<label>.+) favoured: (?P<signature>[^:]+)$")
 MIN_COUNT = 5
 PRIOR_PSEUDOCOUNT = 2.0  # per outcome: a few training events must not make a confident prior
 
@@ -240,42 +239,47 @@ class HonestEvidenceAgent(EvidenceAgent):
         max_searches: searches per forecast date.
         notebook_evidence: the most informative reports kept in the notebook (memory-on mode).
         name: the agent's name in logs and tables.
+        compact: play the compact prompt profile as a teacher for small models: fewer hits
+            (:data:`COMPACT_TOP_K` per search, at most :data:`COMPACT_MAX_SEARCHES` searches, unless
+            given), a final turn that names each report weighed (document, cue, favoured outcome), the
+            update and the rounded forecast in a few short lines, and a notebook of at most
+            :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as a reader would.
     """
 
     def __init__(
         self,
         model: CueModel | None = None,
-        top_k: int = 10,
-        max_searches: int = 5,
-        notebook_evidence: int = 8,
+        top_k: int | None = None,
+        max_searches: int | None = None,
+        notebook_evidence: int | None = None,
         name: str = "honest",
+        *,
+        compact: bool = False,
     ) -> None:
-        super().__init__(top_k=top_k, max_searches=max_searches, name=name)
+        super().__init__(
+            top_k=top_k or (COMPACT_TOP_K if compact else 10),
+            max_searches=max_searches or (COMPACT_MAX_SEARCHES if compact else 5),
+            name=name,
+        )
         self.model = model
-        self.notebook_evidence = notebook_evidence
+        self.compact = compact
+        self.notebook_evidence = notebook_evidence or (COMPACT_NOTEBOOK_EVIDENCE if compact else 8)
         self.readings: list[Reading] = []
+
+    def on_new_step(self, observation: Observation) -> None:
+        """Plan the step's searches; the compact teacher searches the question's names and topic words."""
+        super().on_new_step(observation)
+        if self.compact:
+            question = self.fields["question"]
+            words = re.findall(r"[\w'\-]+", question)
+            keep = _key_terms(question) | _topic_words(question)
+            short = " ".join(w for w in words if w in keep)
+            self.queries[0] = short or question
 
     def read(self, text: str) -> tuple[int, str] | None:
         """(favoured outcome index, cue signature) of a sentence that bears on the question, else None."""
-        outcomes = self.fields["outcomes"]
-        dates = _long_dates(self.fields["question"])
-        if dates and any(d not in dates for d in LONG_DATE.findall(text)):
-            return None  # about another deadline or meeting of the same entities
-        if outcomes == ["Yes", "No"]:
-            terms = _key_terms(self.fields["question"])
-            if not terms or not all(re.search(rf"\b{re.escape(t)}\b", text) for t in terms):
-                return None
-            topic = _topic_words(self.fields["question"])
-            if len(terms) < 3 and topic and not any(re.search(rf"\b{w}", text) for w in topic):
-                return None
-            return (1 if NEGATIONS.search(text) else 0), cue_signature(text)
-        names = _key_terms(self.fields["question"]) - set(" ".join(outcomes).split())
-        if not all(re.search(rf"\b{re.escape(t)}\b", text) for t in names):
-            return None
-        named = [i for i, label in enumerate(outcomes) if re.search(rf"\b{re.escape(label)}\b", text)]
-        if len(named) != 1:
-            return None
-        return named[0], cue_signature(text)
+        favoured = favoured_outcome(text, self.fields["question"], self.fields["outcomes"])
+        return None if favoured is None else (favoured, cue_signature(text))
 
     def _submit(self) -> dict[str, Any]:
         outcomes = self.fields["outcomes"]
@@ -283,9 +287,13 @@ class HonestEvidenceAgent(EvidenceAgent):
         ledger: dict[str, tuple[int, str, str]] = {}  # doc id -> (favoured, signature, date)
         previous = self.fields.get("notebook") or {}
         for entry in previous.get("evidence", []):
-            match = re.match(r"favours (\d+) \[([^\]]+)\]", entry.get("claim", ""))
-            if match and entry.get("doc_ids"):
-                ledger[entry["doc_ids"][0]] = (int(match[1]), match[2], entry["date"])
+            claim, doc_ids = entry.get("claim", ""), entry.get("doc_ids")
+            match = re.match(r"favours (\d+) \[([^\]]+)\]", claim)
+            if match and doc_ids:
+                ledger[doc_ids[0]] = (int(match[1]), match[2], entry["date"])
+            match = _COMPACT_CLAIM.match(claim)
+            if match and doc_ids and match["label"] in outcomes:
+                ledger[doc_ids[0]] = (outcomes.index(match["label"]), match["signature"], entry["date"])
         for doc_id, result in sorted(self.seen.items()):
             for sentence in _SENTENCE.split(result["snippet"]):
                 reading = self.read(sentence)
@@ -312,13 +320,24 @@ class HonestEvidenceAgent(EvidenceAgent):
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
                 : self.notebook_evidence
             ]
-            arguments["notebook"] = notebook_value(
-                arguments["probabilities"],
-                [
+            if self.compact:  # only what carries weight, newest first, in words
+                kept = [item for item in kept if item[1][1] in model.llr]
+                claims = [
+                    {"claim": f"{outcomes[fav]} favoured: {sig}", "date": day, "doc_ids": [doc_id]}
+                    for doc_id, (fav, sig, day) in sorted(
+                        kept, key=lambda item: (item[1][2], item[0]), reverse=True
+                    )
+                ]
+            else:
+                claims = [
                     {"claim": f"favours {fav} [{sig}]", "date": day, "doc_ids": [doc_id]}
                     for doc_id, (fav, sig, day) in sorted(kept)
-                ],
-            )
+                ]
+            arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
+        if self.compact:
+            action = tool_call("submit_forecast", **arguments)
+            action["content"] = explain_compact(outcomes, prior, ledger, probabilities, model)
+            return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
             f"prior times the likelihood ratios of {sum(weighed.values())} weighed reports"
@@ -364,6 +383,50 @@ class HonestEvidenceAgent(EvidenceAgent):
         final = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, probabilities, strict=True))
         lines.append(f"Forecast: {final}.")
         return " ".join(lines)
+
+
+def explain_compact(
+    outcomes: Sequence[str],
+    prior: Sequence[float],
+    ledger: dict[str, tuple[int, str, str]],
+    probabilities: Sequence[float],
+    model: CueModel,
+    named: int = COMPACT_NAMED_REPORTS,
+) -> str:
+    """The compact teacher's final turn: each report weighed, the update, the rounded forecast.
+
+    Args:
+        outcomes: the outcome labels.
+        prior: the training prior.
+        ledger: doc id -> (favoured outcome, cue signature, date) of every report read.
+        probabilities: the rounded forecast.
+        model: the cue model (which signatures carry weight).
+        named: reports named one by one, strongest first; the rest are counted.
+
+    Returns:
+        A few short lines.
+    """
+    weighed = sorted(
+        ((doc_id, fav, sig) for doc_id, (fav, sig, _) in ledger.items() if sig in model.llr),
+        key=lambda item: (-abs(model.llr[item[2]]), item[0]),
+    )
+    lines = []
+    if weighed:
+        parts = [
+            f"{doc_id} '{sig}' -> {outcomes[fav]} (LR {math.exp(model.llr[sig]):.1f})"
+            for doc_id, fav, sig in weighed[:named]
+        ]
+        more = len(weighed) - named
+        lines.append("Evidence: " + "; ".join(parts) + (f"; {more} more weighed" if more > 0 else "") + ".")
+    unweighed = len(ledger) - len(weighed)
+    if not ledger:
+        lines.append("No report says which outcome is coming.")
+    elif unweighed:
+        lines.append(f"{unweighed} report(s) with cues of no learned weight ignored.")
+    before = "/".join(f"{p:.2f}" for p in prior)
+    after = "/".join(f"{p:.2f}" for p in probabilities)
+    lines.append(f"Update: prior {before} -> {after}.")
+    return "\n".join(lines)
 
 
 def fit_cue_model(

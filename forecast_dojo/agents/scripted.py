@@ -103,6 +103,39 @@ def _long_dates(question: str) -> set[str]:
     return out
 
 
+def favoured_outcome(text: str, question: str, outcomes: list[str]) -> int | None:
+    """The outcome a sentence says is coming, if it is about this question (the readers' relevance filter).
+
+    A sentence is about the question when it names the question's entities (and, with one or two
+    names, one of its topic words) and no other deadline; on a Yes/No question a negation favours
+    "No", on a multi-outcome question the one outcome label it names is favoured.
+
+    Args:
+        text: one sentence.
+        question: the question text.
+        outcomes: the outcome labels.
+
+    Returns:
+        The favoured outcome's index, or None when the sentence does not bear on the question.
+    """
+    dates = _long_dates(question)
+    if dates and any(d not in dates for d in LONG_DATE.findall(text)):
+        return None  # about another deadline or meeting of the same entities
+    if outcomes == ["Yes", "No"]:
+        terms = _key_terms(question)
+        if not terms or not all(re.search(rf"\b{re.escape(t)}\b", text) for t in terms):
+            return None
+        topic = _topic_words(question)
+        if len(terms) < 3 and topic and not any(re.search(rf"\b{w}", text) for w in topic):
+            return None  # one or two names alone are easily shared by an unrelated story
+        return 1 if NEGATIONS.search(text) else 0
+    names = _key_terms(question) - set(" ".join(outcomes).split())
+    if not all(re.search(rf"\b{re.escape(t)}\b", text) for t in names):
+        return None
+    named = [i for i, label in enumerate(outcomes) if re.search(rf"\b{re.escape(label)}\b", text)]
+    return named[0] if len(named) == 1 else None
+
+
 class StepFields(TypedDict):
     """What an evidence agent reads from a step's observation: question, outcome labels, carried notebook."""
 
@@ -157,29 +190,14 @@ class EvidenceAgent(ConversationAgent):
 
     def weigh(self, text: str) -> tuple[int, float, str] | None:
         """(favoured outcome index, log-likelihood ratio, tier) of one sentence, or None if it says nothing."""
-        outcomes = self.fields["outcomes"]
-        dates = _long_dates(self.fields["question"])
-        if dates and any(d not in dates for d in LONG_DATE.findall(text)):
-            return None  # about another deadline or meeting of the same entities
         cue = next(((ratio, tier) for pattern, ratio, tier in CUE_WEIGHTS if pattern.search(text)), None)
         if cue is None:
             return None
+        favoured = favoured_outcome(text, self.fields["question"], self.fields["outcomes"])
+        if favoured is None:
+            return None
         ratio, tier = cue
-        if outcomes == ["Yes", "No"]:
-            terms = _key_terms(self.fields["question"])
-            if not terms or not all(re.search(rf"\b{re.escape(t)}\b", text) for t in terms):
-                return None
-            topic = _topic_words(self.fields["question"])
-            if len(terms) < 3 and topic and not any(re.search(rf"\b{w}", text) for w in topic):
-                return None  # one or two names alone are easily shared by an unrelated story
-            return (1 if NEGATIONS.search(text) else 0), math.log(ratio), tier
-        names = _key_terms(self.fields["question"]) - set(" ".join(outcomes).split())
-        if not all(re.search(rf"\b{re.escape(t)}\b", text) for t in names):
-            return None
-        named = [i for i, label in enumerate(outcomes) if re.search(rf"\b{re.escape(label)}\b", text)]
-        if len(named) != 1:
-            return None
-        return named[0], math.log(ratio), tier
+        return favoured, math.log(ratio), tier
 
     def _submit(self) -> dict[str, Any]:
         outcomes = self.fields["outcomes"]

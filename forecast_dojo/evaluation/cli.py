@@ -296,7 +296,9 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
         elif name == "honest":
             from forecast_dojo.agents.honest import HonestEvidenceAgent
 
-            factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(model)
+            factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(
+                model, compact=getattr(env, "prompt", "default") == "compact"
+            )
         elif name in AGENTS:
             factories[name] = lambda env, name=name: AGENTS[name]()
         else:

@@ -22,12 +22,14 @@ from forecast_dojo.events.leakage import (
     MEASURED_ON_LABELS,
     LeakageConfig,
     LeakageFlag,
+    OutcomePublic,
     apply_exclusions,
+    outcome_public,
     screen_event,
 )
 from forecast_dojo.events.relevance import RelevanceIndex
 from forecast_dojo.events.result import ImportResult
-from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before
+from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before, truncate_at
 from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
 from forecast_dojo.events.split import Window, split_events, split_stats
@@ -48,6 +50,7 @@ class BuildConfig:
     min_eval_steps: int = 3
     exclude_leaks: bool = True
     trim_into_eval: bool = False
+    outcome_rate_gap: float = 0.10
 
     def __post_init__(self) -> None:
         if self.selection.buffer_days != self.schedule.buffer_days:
@@ -66,6 +69,7 @@ class BuildConfig:
             "min_eval_steps": self.min_eval_steps,
             "exclude_leaks": self.exclude_leaks,
             "trim_into_eval": self.trim_into_eval,
+            "outcome_rate_gap": self.outcome_rate_gap,
         }
 
 
@@ -235,11 +239,23 @@ def build_events(
     report["schedule"]["trimmed_into_eval"] = trimmed
 
     flags: list[LeakageFlag] = []
+    publics: list[OutcomePublic] = []
+    # Outcome-public truncation: the screen runs over the whole life of each event, and the schedule
+    # ends before the first date at which a flagged document is visible (--keep-leaks lists only).
+    truncating = index is not None and config.exclude_leaks and config.leakage.truncate_public
     if index is not None:
         screened = []
         for event in tqdm(scheduled, desc="leakage screen", disable=not progress):
-            found = screen_event(event, index, config.leakage)
+            found = screen_event(event, index, config.leakage, whole_life=truncating)
             flags.extend(found)
+            public = outcome_public(event, found, config.leakage.public_min_steps) if truncating else None
+            if public is not None:
+                publics.append(public)
+                if public.leaves:
+                    continue
+                event = truncate_at(event, public.steps_kept)
+                event = replace(event, extra={**event.extra, "outcome_public": public.record()})
+                found = [f for f in found if f.first_step < event.n_steps]  # none, by construction
             screened.append(apply_exclusions(event, found if config.exclude_leaks else []))
         scheduled = screened
     report["leakage"] = {
@@ -250,6 +266,15 @@ def build_events(
         "flagged_documents": len(flags),
         "events_with_flags": len({f.event_id for f in flags}),
         "flags": [asdict(f) for f in flags],
+        "outcome_public": {
+            "run": truncating,
+            "min_steps": config.leakage.public_min_steps,
+            "truncated_events": sum(not p.leaves for p in publics),
+            "events_left": sum(p.leaves for p in publics),
+            "steps_removed": sum(p.steps_removed for p in publics if not p.leaves),
+            "steps_of_events_left": sum(p.steps_removed for p in publics if p.leaves),
+            "events": [{"event_id": p.event_id, "leaves": p.leaves, **p.record()} for p in publics],
+        },
     }
 
     split = split_events(
@@ -260,10 +285,13 @@ def build_events(
         "eval": split_stats(split.eval),
         "neither": {reason: len(ids) for reason, ids in sorted(split.neither.items())},
     }
+    report["outcome_rates"] = outcome_rates(
+        {"train": split.train, "eval": split.eval}, gap=config.outcome_rate_gap
+    )
     report["schedule_leak"] = schedule_leak_report(
         scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
     )
-    decisions = _decisions(events, selected.decisions, no_dates, flags, split)
+    decisions = _decisions(events, selected.decisions, no_dates, flags, split, publics)
     report["warnings"] = attrition_warnings(len(events), len(scheduled), decisions)
     report["decisions"] = dict(sorted(Counter(d["outcome"] for d in decisions).items()))
     report["dropped_questions"] = [
@@ -272,6 +300,61 @@ def build_events(
         if d["outcome"] == "dropped"
     ]
     return BuildOutput(train=split.train, eval=split.eval, all=scheduled, report=report, decisions=decisions)
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a proportion ``k / n``."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def outcome_rates(splits: dict[str, Sequence[Event]], *, gap: float) -> dict[str, Any]:
+    """The outcome rate of each split, and a note when train and eval differ by more than ``gap``.
+
+    The rate is the share of events whose realized outcome is their first label (``Yes`` for a
+    binary question), with a 95 % Wilson interval; ``by_label`` gives the share of each realized
+    label. A base rate fitted on the training split is miscalibrated for evaluation when the two
+    differ, which the note says (``gap`` is an absolute difference of shares, 0.10 = 10 points).
+    """
+    out: dict[str, Any] = {"threshold": gap}
+    for name, events in splits.items():
+        n = len(events)
+        first = sum(e.outcome_index == 0 for e in events)
+        out[name] = {
+            "events": n,
+            "first_label": first,
+            "rate": round(first / n, 4) if n else None,
+            "interval95": _wilson(first, n) if n else None,
+            "by_label": {k: round(v / n, 4) for k, v in Counter(e.outcome for e in events).most_common()},
+        }
+    rates = {name: out[name]["rate"] for name in splits}
+    out["gap"] = None
+    out["note"] = None
+    if rates.get("train") is not None and rates.get("eval") is not None:
+        difference = round(abs(rates["train"] - rates["eval"]), 4)
+        out["gap"] = difference
+        if difference > gap:
+            out["note"] = (
+                f"outcome rates differ between the splits: {rates['train']:.1%} first label (Yes) in train "
+                f"vs {rates['eval']:.1%} in eval ({difference * 100:.1f} points > {gap * 100:.0f}); a base rate "
+                "fitted on train is miscalibrated for eval"
+            )
+    return out
+
+
+def describe_outcome_rates(rates: dict[str, Any]) -> str:
+    """One line: each split's first-label (Yes) rate with its interval and count."""
+    parts = []
+    for name in ("train", "eval"):
+        r = rates.get(name) or {}
+        if r.get("rate") is None:
+            parts.append(f"{name} n/a (0 events)")
+        else:
+            lo, hi = r["interval95"]
+            parts.append(f"{name} {r['rate']:.1%} [{lo:.1%}, {hi:.1%}] ({r['first_label']} of {r['events']})")
+    return "outcome rate (first label, Yes for binary): " + ", ".join(parts)
 
 
 MIN_KEPT_FRACTION = 0.10
@@ -284,6 +367,7 @@ STAGE_OPTIONS = {
     "evidence": "selection.evidence_min_documents / selection.evidence_min_coverage / "
     "selection.evidence_lookback_days, or a corpus that covers these questions (--corpus)",
     "no_forecast_dates": "schedule.buffer_days, or a corpus covering the questions' lifetimes",
+    "outcome_public": "leakage.public_min_steps / leakage.truncate_public",
 }
 
 
@@ -316,13 +400,18 @@ def _decisions(
     no_dates: Sequence[str],
     flags: Sequence[LeakageFlag],
     split: Any,
+    publics: Sequence[OutcomePublic] = (),
 ) -> list[dict[str, Any]]:
     """One record per imported event saying where it ended and why.
 
     Each record has the destination (train, eval, neither, dropped), the stage and rule that decided
-    it, and the numbers behind the decision.
+    it, and the numbers behind the decision. An event whose outcome was public before its last
+    scheduled date also has ``outcome_public`` (first date it was public, the document ids, steps
+    removed and kept); one left with too few steps is dropped at stage ``leakage``, rule
+    ``outcome_public``.
     """
     no_dates_set = set(no_dates)
+    public_of = {p.event_id: p for p in publics}
     neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}
     train, evaluation = {e.id for e in split.train}, {e.id for e in split.eval}
     flagged = Counter(f.event_id for f in flags)
@@ -340,8 +429,18 @@ def _decisions(
             "numbers": dict(chosen["numbers"]),
         }
         if chosen["decision"] == "kept":
+            public = public_of.get(event.id)
+            if public is not None:
+                record["outcome_public"] = public.record()
             if event.id in no_dates_set:
                 record.update(stage="schedule", rule="no_forecast_dates", reason="no forecast date available")
+            elif public is not None and public.leaves:
+                record.update(
+                    stage="leakage",
+                    rule="outcome_public",
+                    reason=f"outcome public from {public.first_public_date} ({', '.join(public.doc_ids)}): "
+                    f"{public.steps_kept} steps before it, fewer than leakage.public_min_steps",
+                )
             elif event.id in train or event.id in evaluation:
                 record.update(outcome="train" if event.id in train else "eval", stage="split", rule=None)
             else:
@@ -410,6 +509,17 @@ def render_summary(report: dict[str, Any]) -> str:
         lines.append(
             f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events{quality}"
         )
+        public = leak.get("outcome_public") or {}
+        if public.get("run"):
+            lines.append(
+                f"outcome public before the last date: {public['truncated_events']} events truncated "
+                f"({public['steps_removed']} steps removed), {public['events_left']} left with fewer than "
+                f"{public['min_steps']} steps ({public['steps_of_events_left']} steps)"
+            )
+        else:
+            lines.append(
+                "outcome public before the last date: not checked (--keep-leaks or leakage.truncate_public off)"
+            )
     else:
         lines.append("leakage screen: not run (no corpus)")
     for name in ("train", "eval"):
@@ -418,6 +528,11 @@ def render_summary(report: dict[str, Any]) -> str:
             f"{name}: {stats['events']} events, outcomes {stats['outcomes']}, steps {stats['steps']}"
         )
     lines.append(f"neither split: {report['split']['neither']}")
+    rates = report.get("outcome_rates")
+    if rates:
+        lines.append(describe_outcome_rates(rates))
+        if rates.get("note"):
+            lines.append(f"note: {rates['note']}")
     for warning in report.get("warnings") or []:
         lines.append(f"warning: {warning}")
     if report.get("decisions"):
@@ -484,6 +599,15 @@ def render_markdown(report: dict[str, Any]) -> str:
                 "",
             ]
     lines += _table(list(report["split"]["neither"].items()), ("in neither split because", "events")) + [""]
+    rates = report.get("outcome_rates")
+    if rates:
+        lines += ["### Outcome rate per split", "", describe_outcome_rates(rates) + ".", ""]
+        lines += _table(
+            [(name, json.dumps(rates[name]["by_label"], ensure_ascii=False)) for name in ("train", "eval")],
+            ("split", "share of each realized outcome"),
+        ) + [""]
+        if rates.get("note"):
+            lines += [f"**Note:** {rates['note']}.", ""]
     if report.get("schedule_leak"):
         lines += [
             "## Schedule leak",
@@ -511,6 +635,42 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"({'excluded from those steps' if leak['excluded_from_episodes'] else 'listed only, not excluded'}).",
             "",
         ]
+        public = leak.get("outcome_public") or {}
+        if public.get("run"):
+            lines += [
+                "### Outcome public before the last forecast date",
+                "",
+                "The screen runs over the whole life of each event; its schedule ends before the first date at "
+                f"which a flagged document is visible, and an event left with fewer than {public['min_steps']} "
+                f"steps leaves the build. {public['truncated_events']} events truncated "
+                f"({public['steps_removed']} steps removed); {public['events_left']} left.",
+                "",
+            ]
+            if public["events"]:
+                lines += _table(
+                    [
+                        (
+                            p["event_id"],
+                            p["first_public_date"],
+                            p["public_since"],
+                            ", ".join(p["doc_ids"]),
+                            p["steps_removed"],
+                            p["steps_kept"],
+                            "yes" if p["leaves"] else "no",
+                        )
+                        for p in public["events"]
+                    ],
+                    (
+                        "event",
+                        "first date public",
+                        "public since",
+                        "documents",
+                        "steps removed",
+                        "steps kept",
+                        "leaves",
+                    ),
+                ) + [""]
+            lines += ["### Flagged documents", ""]
         rows = [
             (
                 f["event_id"],

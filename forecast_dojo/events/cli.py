@@ -13,13 +13,16 @@ from forecast_dojo.paths import DATA_ENV, default_data_root
 
 # BuildConfig's own options are flags (types and defaults from the dataclass); windows and sections
 # come from --train-window/--eval-window and --config.
-BUILD_FIELDS = ("min_eval_steps", "exclude_leaks", "trim_into_eval")
+BUILD_FIELDS = ("min_eval_steps", "exclude_leaks", "trim_into_eval", "outcome_rate_gap")
 BUILD_FLAGS = {
     "min_eval_steps": Flag(help="evaluation events need at least this many steps"),
     "exclude_leaks": Flag("--keep-leaks", "list flagged documents but do not exclude them", invert=True),
     "trim_into_eval": Flag(
         help="an event that closes in the evaluation window but opened before it keeps only its forecast "
         "dates inside the window (if at least --min-eval-steps) and goes to evaluation"
+    ),
+    "outcome_rate_gap": Flag(
+        help="the report notes when the train and eval outcome rates (share of Yes) differ by more than this"
     ),
 }
 

@@ -266,7 +266,10 @@ class LeakageConfig:
     """Thresholds of the screen (stricter matching than the evidence filter: only strong matches).
 
     ``mode`` is ``"outcome"`` (a flag needs a statement that resolves the question) or ``"legacy"``
-    (any resolution word; kept to measure against).
+    (any resolution word; kept to measure against). With ``truncate_public`` (the default) the build
+    runs the screen over the whole life of each event and ends its schedule before the first date at
+    which a flagged document is visible (:func:`outcome_public`); an event left with fewer than
+    ``public_min_steps`` steps leaves the build.
     """
 
     window_days: int = 60
@@ -275,10 +278,14 @@ class LeakageConfig:
     min_similarity: float = 0.0
     max_flags_per_event: int = 50
     mode: str = "outcome"
+    truncate_public: bool = True
+    public_min_steps: int = 3
 
     def __post_init__(self) -> None:
         if self.mode not in ("outcome", "legacy"):
             raise ConfigError(f"leakage mode must be 'outcome' or 'legacy', got {self.mode!r}")
+        if self.public_min_steps < 1:
+            raise ConfigError(f"leakage public_min_steps must be at least 1, got {self.public_min_steps}")
 
 
 @dataclass(frozen=True)
@@ -415,10 +422,21 @@ def _names(label: str, text: str) -> bool:
     return bool(label) and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", text, re.IGNORECASE) is not None
 
 
-def screen_event(event: Event, index: RelevanceIndex, config: LeakageConfig) -> list[LeakageFlag]:
-    """Flag documents visible at some step of ``event`` that appear to state its outcome."""
+def screen_event(
+    event: Event, index: RelevanceIndex, config: LeakageConfig, *, whole_life: bool = False
+) -> list[LeakageFlag]:
+    """Flag documents visible at some step of ``event`` that appear to state its outcome.
+
+    Only documents available in the ``window_days`` before the close are read, or, with
+    ``whole_life``, every document available from the open to the last cutoff (what
+    :func:`outcome_public` needs: the outcome can become public long before the recorded close).
+    """
     cutoff_us = [to_micros(c) for c in event.cutoffs]
-    window_start = max(event.open_at, event.close_at - timedelta(days=config.window_days))
+    window_start = (
+        event.open_at
+        if whole_life
+        else max(event.open_at, event.close_at - timedelta(days=config.window_days))
+    )
     lo, hi = index.rows_between(window_start, event.cutoffs[-1])
     corpus = index.corpus
     named = {o.lower() for o in event.outcomes} != {"yes", "no"}
@@ -479,3 +497,56 @@ def apply_exclusions(event: Event, flags: Sequence[LeakageFlag]) -> Event:
     ]
     hidden = tuple(sorted(set(event.excluded_doc_ids) | {f.doc_id for f in flags}))
     return replace(event, extra=extra, excluded_doc_ids=hidden)
+
+
+@dataclass(frozen=True)
+class OutcomePublic:
+    """The first step of an event at which a visible document states its outcome, and what it costs.
+
+    ``first_public_date`` is that step's forecast date (its cutoff), ``public_since`` the
+    ``available_at`` of the earliest flagged document, ``doc_ids`` the flagged documents visible at
+    that step. The schedule keeps ``steps_kept`` steps (those before it); the event ``leaves`` the
+    build when that is fewer than the configured minimum.
+    """
+
+    event_id: str
+    first_step: int
+    first_public_date: str
+    public_since: str
+    doc_ids: tuple[str, ...]
+    steps_removed: int
+    steps_kept: int
+    leaves: bool
+
+    def record(self) -> dict[str, Any]:
+        """The line written to ``decisions.jsonl`` and the event's ``extra["outcome_public"]``."""
+        return {
+            "first_public_date": self.first_public_date,
+            "public_since": self.public_since,
+            "doc_ids": list(self.doc_ids),
+            "steps_removed": self.steps_removed,
+            "steps_kept": self.steps_kept,
+        }
+
+
+def outcome_public(event: Event, flags: Sequence[LeakageFlag], min_steps: int) -> OutcomePublic | None:
+    """Where the corpus first reveals ``event``'s outcome, from the screen's flags; None when it never does.
+
+    ``flags`` come from :func:`screen_event` run over the whole life of the event
+    (``whole_life=True``). Every step from the first one at which a flagged document is visible is
+    removed; the event leaves when fewer than ``min_steps`` steps would remain.
+    """
+    if not flags:
+        return None
+    first = min(f.first_step for f in flags)
+    at_first = [f for f in flags if f.first_step == first]
+    return OutcomePublic(
+        event_id=event.id,
+        first_step=first,
+        first_public_date=event.cutoffs[first].date().isoformat(),
+        public_since=min(f.available_at for f in flags),
+        doc_ids=tuple(sorted({f.doc_id for f in at_first})),
+        steps_removed=event.n_steps - first,
+        steps_kept=first,
+        leaves=first < min_steps,
+    )

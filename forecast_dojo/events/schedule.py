@@ -199,6 +199,27 @@ def trim_before(event: Event, start: datetime) -> Event | None:
     return replace(event, cutoffs=tuple(event.cutoffs[i] for i in keep), extra=extra)
 
 
+def truncate_at(event: Event, n_keep: int) -> Event:
+    """The scheduled event with only its first ``n_keep`` cutoffs (at least one: an event has a step).
+
+    Per-step market beliefs and the step count follow the cutoffs; ``extra["schedule"]`` records
+    how many steps were removed (``truncated_steps``). Used to end a schedule before the first date
+    at which the corpus reveals the outcome (``forecast_dojo.events.leakage.outcome_public``).
+    """
+    if not 1 <= n_keep <= event.n_steps:
+        raise ValueError(f"n_keep must be within 1..{event.n_steps}, got {n_keep}")
+    extra: dict[str, Any] = dict(event.extra)
+    if isinstance(extra.get("market_at_cutoffs"), list):
+        extra["market_at_cutoffs"] = extra["market_at_cutoffs"][:n_keep]
+    if isinstance(extra.get("schedule"), dict):
+        extra["schedule"] = {
+            **extra["schedule"],
+            "steps": n_keep,
+            "truncated_steps": event.n_steps - n_keep,
+        }
+    return replace(event, cutoffs=tuple(event.cutoffs[:n_keep]), extra=extra)
+
+
 def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> Event | None:
     """The event with its forecast cutoffs and per-step market belief, or None when no date is available.
 

@@ -18,6 +18,11 @@ exclusive ``fcntl.flock``, so parallel workers (AsyncVectorEnv, pytest-xdist) ne
 world nor build it twice. The generator version is part of the directory name: a changed generator
 never reuses a stale cache,
 and neither does a changed corpus format (an older format would load whole into memory).
+
+An interrupted build resumes: the staging directory ``.<name>.building-partial`` survives a kill or
+Ctrl-C, and the next build of the same world keeps the embeddings already committed (every 256
+documents, ``corpus.build_corpus``) and embeds only the rest. A build that fails with an error
+removes its staging directory.
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -131,6 +135,7 @@ def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool, tr
         world.documents,
         paths.corpus_dir,
         model,
+        overwrite=True,  # a corpus sealed by a build killed just before world.json: sealed again
         build_config={
             "synthetic": {"seed": seed, "generator_version": GENERATOR_VERSION}
             | ({"train_events": train_events} if train_events else {})
@@ -186,9 +191,13 @@ def ensure_synthetic_world(
     with _exclusive_lock(base / f".{name}.lock", announce=progress):
         if paths.is_complete():  # another process built it while we waited
             return paths
-        for leftover in base.glob(f".{name}.building-*"):  # from a build that was killed; we hold the lock
-            shutil.rmtree(leftover, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=base))
+        staging = base / f".{name}.building-partial"
+        for leftover in base.glob(f".{name}.building-*"):  # from a failed build; we hold the lock
+            if leftover != staging:
+                shutil.rmtree(leftover, ignore_errors=True)
+        if staging.is_dir() and progress:
+            print(f"resuming the interrupted build of {name} ...", file=sys.stderr)
+        staging.mkdir(exist_ok=True)
         try:
             _build_world_dir(staging, seed, embedder, progress, train_events)
             if paths.root.exists():  # an incomplete world (files removed by hand): replace it whole
@@ -196,6 +205,8 @@ def ensure_synthetic_world(
                 paths.root.rename(stale)
                 shutil.rmtree(stale)
             staging.rename(paths.root)
+        except KeyboardInterrupt:  # keep what is embedded: the next build resumes it
+            raise
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise

@@ -150,6 +150,7 @@ def sft_features() -> Any:
             "event_id": Value("string"),
             "step": Value("int64"),
             "memory": Value("string"),
+            "prompt": Value("string"),
             "run_id": Value("string"),
             "agent": Value("string"),
             "source": Value("string"),
@@ -207,7 +208,9 @@ def evaluation_event_ids(run_metadata: dict[str, Any], config: ExportConfig) -> 
         return explicit | set(synthetic_split(int(spec.get("seed", 0))).held_out)
     events_path = spec.get("events")
     if events_path:
-        eval_file = Path(events_path).parent / "eval.jsonl"
+        from forecast_dojo.events.split import SPLIT_FILES
+
+        eval_file = Path(events_path).parent / SPLIT_FILES["eval"]
         if eval_file.is_file():
             return explicit | _event_ids_from(str(eval_file))
     if explicit:
@@ -215,7 +218,7 @@ def evaluation_event_ids(run_metadata: dict[str, Any], config: ExportConfig) -> 
     return None
 
 
-_oracles: dict[int, dict[tuple[str, int], tuple[float, ...]]] = {}
+_oracles: dict[tuple[int, int], dict[tuple[str, int], tuple[float, ...]]] = {}
 
 
 def oracle_forecasts(run_metadata: dict[str, Any]) -> dict[tuple[str, int], tuple[float, ...]] | None:
@@ -223,15 +226,15 @@ def oracle_forecasts(run_metadata: dict[str, Any]) -> dict[tuple[str, int], tupl
     spec = run_metadata.get("env_spec") or {}
     if spec.get("world") != "synthetic":
         return None
-    seed = int(spec.get("seed", 0))
-    if seed not in _oracles:
+    key = (int(spec.get("seed", 0)), int(spec.get("train_events", 0)))  # the training world's extra events
+    if key not in _oracles:
         from forecast_dojo.synthetic import generate_world, oracle_table
 
-        _oracles[seed] = {
+        _oracles[key] = {
             (row["event_id"], row["step"]): tuple(row["probabilities"])
-            for row in oracle_table(generate_world(seed))
+            for row in oracle_table(generate_world(key[0], train_events=key[1]))
         }
-    return _oracles[seed]
+    return _oracles[key]
 
 
 # ----------------------------------------------------------------------------- length policy
@@ -330,6 +333,7 @@ def _row(
         "event_id": record.event_id,
         "step": int(record.step),
         "memory": record.memory,
+        "prompt": record.prompt,
         "run_id": record.run_id or metadata.get("run_id"),
         "agent": metadata.get("agent"),
         "source": str(run_dir),
@@ -397,6 +401,14 @@ def build_sft_rows(
                 report.dropped[f"regret_above_{config.max_regret}"] += 1
                 continue
             candidates.append(_row(record, metadata, run_dir, scores, oracle_scores, regret))
+
+    profiles = sorted({row["prompt"] for row in candidates})
+    if len(profiles) > 1:  # a model trained on both would learn two prompt formats for one task
+        sources = {p: sorted({r["source"] for r in candidates if r["prompt"] == p}) for p in profiles}
+        raise ExportError(
+            "logs of different prompt profiles cannot be exported together (never a mix): "
+            + "; ".join(f"{p}: {', '.join(dirs)}" for p, dirs in sources.items())
+        )
 
     if config.deduplicate:
         seen: set[str] = set()
@@ -492,6 +504,7 @@ def export_sft(
         dataset.to_parquet(str(out / "train.parquet"))
         meta = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}}
         meta["report"] = report.to_dict()
+        meta["prompt"] = rows[0]["prompt"]  # the one prompt profile of the rows
         (out / "export.json").write_text(json.dumps(meta, indent=2, default=str))
         if verbose:
             print(f"wrote {len(rows)} rows to {out / 'train.parquet'}")

@@ -238,13 +238,23 @@ def environment_factory(
     return factory
 
 
-def notebooks_from_logs(logs: Iterable[str | Path]) -> dict[tuple[str, int], str]:
-    """The notebook each logged step started from, per (event, step) (the first log wins)."""
+def notebooks_from_logs(logs: Iterable[str | Path], prompt: str | None = None) -> dict[tuple[str, int], str]:
+    """The notebook each logged step started from, per (event, step) (the first log wins).
+
+    Args:
+        logs: run directories or folders of them.
+        prompt: the env's prompt profile: a log of another profile is refused (never a mix).
+    """
     from forecast_dojo.trajectory import find_run_dirs, load_records
 
     notebooks: dict[tuple[str, int], str] = {}
     for run_dir in find_run_dirs(logs):
         for record in load_records(run_dir):
+            if prompt is not None and record.prompt != prompt:
+                raise ConfigError(
+                    f"{run_dir}: logged with the {record.prompt!r} prompt profile, the env uses {prompt!r}: "
+                    "seed GRPO prompts from logs of the same profile"
+                )
             if record.memory == "notebook" and record.notebook_in:
                 notebooks.setdefault((record.event_id, record.step), record.notebook_in)
     return notebooks
@@ -315,6 +325,8 @@ class GRPOArguments:
             the prompts, its prompt profile, budgets, tools and world (e.g. ``train_events``) the rollouts.
         output_dir: where the checkpoint goes.
         memory: the env's memory mode.
+        prompt: the env's prompt profile (``default`` or ``compact``; empty: the spec's); ``notebook_logs``
+            must match it.
         events: training event ids (default: the synthetic world's training split).
         notebook_logs: memory-on logs whose carried notebooks seed the prompts.
         max_steps: optimizer steps.
@@ -339,6 +351,7 @@ class GRPOArguments:
     spec: str = "Synthetic-v0"
     output_dir: str = "grpo-out"
     memory: str = "none"
+    prompt: str = ""
     events: list[str] = field(default_factory=list)
     notebook_logs: list[str] = field(default_factory=list)
     max_steps: int = 10
@@ -414,6 +427,8 @@ def train_grpo(
         from forecast_dojo.registration import make
 
         overrides = {"embedder": args.embedder} if args.embedder else {}
+        if args.prompt:
+            overrides["prompt"] = args.prompt
 
         def make_env() -> Any:
             return make(args.spec, memory=args.memory, split="train", **overrides)
@@ -429,7 +444,8 @@ def train_grpo(
             )
     if not events:
         events = [e.id for e in env.events]
-    notebooks = notebooks_from_logs(args.notebook_logs) if args.notebook_logs else None
+    prompt = getattr(env, "prompt", "default")
+    notebooks = notebooks_from_logs(args.notebook_logs, prompt) if args.notebook_logs else None
     dataset = build_grpo_dataset(env, events, notebooks=notebooks)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(args.model)
     set_response_template(tokenizer)

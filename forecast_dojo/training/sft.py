@@ -12,6 +12,9 @@ which keeps the start and cuts the end (the answer), never fires.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from forecast_dojo.trajectory import STEPS_FILE
 
 @dataclass
 class SFTArguments:
-    """Arguments of an SFT run (CPU-sized defaults: SmolLM2-135M, batch 1, 2,048 tokens, float32).
+    """Arguments of an SFT run (CPU-sized compact defaults: SmolLM2-135M, batch 1 x 4, 1,024 tokens, bf16).
 
     Attributes:
         model: ``"smollm2"`` (the offline SmolLM2-135M-Instruct), an HF model id or a checkpoint path.
@@ -38,8 +41,9 @@ class SFTArguments:
         gradient_accumulation_steps: forward passes per optimizer step.
         learning_rate: peak learning rate (linear decay, ``warmup_ratio`` warm-up).
         warmup_ratio: the share of steps spent warming up.
-        max_length: tokens per sequence; the export shortens tool results to fit it.
-        bf16: bfloat16 autocast (off by default on CPU: see ``benchmarks/sft.py``).
+        max_length: tokens per sequence; the export shortens tool results to fit it (1,024: the compact
+            prompt profile's budget; the default profile's records need 2,048).
+        bf16: bfloat16 autocast (on: faster than float32 on this CPU, ``benchmarks/sft.py``).
         gradient_checkpointing: recompute activations in the backward pass (less memory, slower).
         lora_rank: train a LoRA adapter of this rank (needs ``peft``) instead of every weight; 0: full.
         lora_alpha: LoRA scaling.
@@ -59,8 +63,8 @@ class SFTArguments:
     gradient_accumulation_steps: int = 4
     learning_rate: float = 5e-5
     warmup_ratio: float = 0.05
-    max_length: int = 2048
-    bf16: bool = False
+    max_length: int = 1024
+    bf16: bool = True
     gradient_checkpointing: bool = False
     lora_rank: int = 0
     lora_alpha: int = 32
@@ -92,6 +96,90 @@ def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
     if logs:
         parts.append(export_sft(logs, None, ExportConfig(max_tokens=max_length), tokenizer=tokenizer))
     return parts[0] if len(parts) == 1 else concatenate_datasets(parts)
+
+
+# Training cost on this machine's CPU (2 cores, quiet), seconds per token per parameter: SmolLM2-135M
+# (134.5 M parameters), 4 sequences of 1,857 tokens on average per optimizer step, 46.4 s per step with
+# bf16 autocast and 62.8 s in float32 (benchmarks/sft.py, docs/training.md). A step's cost grows about
+# linearly with tokens and parameters; shared cores make it slower.
+_BENCH_TOKENS_PER_STEP = 4 * 90_980 / 49
+CPU_SECONDS_PER_TOKEN_PARAM = {
+    True: 46.39 / (_BENCH_TOKENS_PER_STEP * 134.5e6),
+    False: 62.76 / (_BENCH_TOKENS_PER_STEP * 134.5e6),
+}
+
+
+@dataclass(frozen=True)
+class SFTCost:
+    """What an SFT run will cost, printed before it starts.
+
+    Attributes:
+        steps: optimizer steps.
+        sequences: sequences trained on (steps x batch x accumulation, or rows x epochs).
+        tokens: tokens trained on (each sequence counted at most ``max_length``).
+        mean_tokens: mean tokens per sequence.
+        seconds: estimated wall time on the CPU (None on an accelerator: not calibrated).
+    """
+
+    steps: int
+    sequences: int
+    tokens: int
+    mean_tokens: float
+    seconds: float | None
+
+    def describe(self) -> str:
+        """One line for people: steps, sequences, tokens and the estimated time."""
+        when = (
+            f"estimated {self.seconds / 60:.1f} min on this CPU (benchmarks/sft.py rate; slower when the cores are shared)"
+            if self.seconds is not None
+            else "no time estimate on an accelerator"
+        )
+        return (
+            f"SFT: {self.steps} optimizer steps, {self.sequences} sequences, ~{self.tokens:,} tokens "
+            f"({self.mean_tokens:,.0f} per sequence); {when}"
+        )
+
+
+def estimate_sft_cost(
+    args: SFTArguments, dataset: Any, tokenizer: Any, n_parameters: int, *, sample: int = 512
+) -> SFTCost:
+    """The steps, sequences, tokens and (CPU) wall time ``train_sft`` will spend on ``dataset``.
+
+    Args:
+        args: the run's arguments (steps or epochs, batch, accumulation, ``max_length``, bf16).
+        dataset: the SFT rows (``messages`` and ``tools`` as the export writes them).
+        tokenizer: the tokenizer with the chat template the trainer uses.
+        n_parameters: the model's trainable parameter count (the cost per token grows with it).
+        sample: tokenize at most this many rows to estimate the mean length.
+
+    Returns:
+        The estimate.
+    """
+    import torch
+
+    rows = len(dataset)
+    lengths = []
+    for row in dataset.select(range(min(rows, sample))):
+        tools = json.loads(row["tools"]) if isinstance(row.get("tools"), str) else row.get("tools")
+        ids = tokenizer.apply_chat_template(row["messages"], tools=tools, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        lengths.append(min(len(ids), args.max_length))
+    mean = sum(lengths) / len(lengths) if lengths else 0.0
+    per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    if args.max_steps > 0:
+        steps = args.max_steps
+        sequences = steps * per_step
+    else:
+        steps = math.ceil(
+            math.ceil(rows / args.per_device_train_batch_size) / args.gradient_accumulation_steps
+        )
+        steps = math.ceil(steps * args.num_train_epochs)
+        sequences = math.ceil(rows * args.num_train_epochs)
+    tokens = round(mean * sequences)
+    on_cpu = args.use_cpu or not torch.cuda.is_available()
+    seconds = tokens * n_parameters * CPU_SECONDS_PER_TOKEN_PARAM[bool(args.bf16)] if on_cpu else None
+    return SFTCost(steps, sequences, tokens, mean, seconds)
 
 
 def sft_config(args: SFTArguments) -> Any:
@@ -163,6 +251,11 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
         tokenizer.pad_token = tokenizer.eos_token
     dataset = load_training_data(args.data, args.max_length, tokenizer)
     model = model if model is not None else load_model(args.model)
+    n_parameters = sum(p.numel() for p in model.parameters())
+    if args.lora_rank > 0:  # an adapter trains few weights, but every token still runs the whole model
+        n_parameters = round(n_parameters * 1.1)
+    cost = estimate_sft_cost(args, dataset, tokenizer, n_parameters)
+    print(cost.describe(), flush=True)
     trainer = SFTTrainer(
         model=model,
         args=sft_config(args),
@@ -170,4 +263,6 @@ def train_sft(args: SFTArguments, *, model: Any = None, tokenizer: Any = None) -
         processing_class=tokenizer,
         peft_config=peft_config(args),
     )
-    return train_and_save(trainer, tokenizer, args, "sft_run.json", rows=len(dataset))
+    return train_and_save(
+        trainer, tokenizer, args, "sft_run.json", rows=len(dataset), estimate=dataclasses.asdict(cost)
+    )

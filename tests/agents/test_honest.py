@@ -82,3 +82,120 @@ def test_honest_agent_learns_from_training_events_and_writes_its_reasoning(make_
     assert len(action["content"]) < 600  # a few short sentences: a small student imitates them cheaply
     arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
     assert arguments["rationale"].startswith("prior times the likelihood ratios of")  # not the text twice
+
+
+def test_honest_and_scripted_readers_share_one_relevance_filter():
+    from forecast_dojo.agents.scripted import EvidenceAgent, favoured_outcome
+
+    question = "Will Krorgres Energy complete its acquisition of Meithi Works by 2031-03-12?"
+    sentences = [
+        "A report by Vairnei Insight indicates that Krorgres Energy's purchase of Meithi Works will not close.",
+        "Officials confirmed that Krorgres Energy will complete the acquisition of Meithi Works.",
+        "Krorgres Energy opened a new office.",  # names, no topic word
+        "A report by X indicates Krorgres Energy's acquisition of Meithi Works closes by April 2, 2031.",
+    ]
+    honest, scripted = HonestEvidenceAgent(CueModel()), EvidenceAgent()
+    for agent in (honest, scripted):
+        agent.fields = {"question": question, "outcomes": ["Yes", "No"], "notebook": None}
+    expected = [1, 0, None, None]
+    assert [favoured_outcome(s, question, ["Yes", "No"]) for s in sentences] == expected
+    assert [(r or (None,))[0] for r in map(honest.read, sentences)] == expected
+    assert [(w or (None,))[0] for w in map(scripted.weigh, sentences)] == expected
+
+
+def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synthetic_env):
+    from forecast_dojo.agents.honest import COMPACT_NOTEBOOK_EVIDENCE
+    from forecast_dojo.tools import parse_search_results
+
+    env = make_synthetic_env(memory="notebook", prompt="compact")
+    ids = sorted(e.id for e in env.events)
+    model = fit_cue_model(env, ids[0::2])
+    agent = HonestEvidenceAgent(model, compact=True)
+    observation, _ = env.reset(ids[2])
+    finals, done, carried = [], False, []
+    while not done:
+        action = agent.act(observation)
+        observation, _, done, _, info = env.step(action)
+        if info["step_ended"]:
+            finals.append((action, info["record"]))
+            carried.append(observation["notebook"])
+    assert len(finals) >= 2
+    for action, record in finals:
+        text = action["content"]
+        arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
+        assert "rationale" not in arguments  # the turn's text says it once
+        assert len(text) < 400 and text.splitlines()[-1].startswith("Update: prior ")
+        forecast = "/".join(f"{p:.2f}" for p in arguments["probabilities"].values())
+        assert sorted(text.splitlines()[-1].split(" -> ")[1].rstrip(".").split("/")) == sorted(
+            forecast.split("/")
+        )
+        hits = {
+            h["id"]
+            for m in record.messages
+            if m["role"] == "tool"
+            for h in parse_search_results(m["content"]) or []
+        }
+        if text.startswith("Evidence: "):  # each report named: document, cue, favoured outcome, its weight
+            for part in text.splitlines()[0].removeprefix("Evidence: ").rstrip(".").split("; "):
+                if "more weighed" in part:
+                    continue
+                doc_id, rest = part.split(" ", 1)
+                label = rest.split(" -> ")[1].rsplit(" (LR ", 1)[0]
+                assert label in record.outcomes and "'" in rest
+                assert doc_id in hits or doc_id in (record.notebook_in or "")
+        notebook = arguments["notebook"]
+        assert len(notebook["evidence"]) <= COMPACT_NOTEBOOK_EVIDENCE
+        assert all(" favoured: " in e["claim"] for e in notebook["evidence"])
+    assert carried[0] is not None and json.loads(carried[0])["evidence"] == arguments_evidence(finals[0][0])
+
+
+def arguments_evidence(action):
+    return json.loads(action["tool_calls"][0]["function"]["arguments"])["notebook"]["evidence"]
+
+
+@pytest.mark.slow
+def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
+    synthetic_cache, tmp_path, monkeypatch
+):
+    """The compact teacher on the training events, both memory modes, exported at 1,024 SmolLM2 tokens."""
+    from forecast_dojo.agents.llm import smollm2_path
+    from forecast_dojo.cli import main
+    from forecast_dojo.training import ExportConfig, build_sft_rows
+    from forecast_dojo.training.export import token_counter
+
+    try:
+        smollm2_path()
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    out = tmp_path / "teacher"
+    argv = [
+        "run",
+        "--embedder",
+        "hashing",
+        "--no-python",
+        "--agents",
+        "honest",
+        "--modes",
+        "none",
+        "notebook",
+    ]
+    assert main([*argv, "--split", "train", "--prompt", "compact", "--out", str(out)]) == 0
+    logs = [out / "honest-none", out / "honest-notebook"]
+    rows, report = build_sft_rows(logs, ExportConfig(max_tokens=1024))
+    assert report.read >= 200 and report.kept >= 0.9 * report.read, report.summary()
+    assert all(r["prompt"] == "compact" for r in rows)
+    # no assistant turn cut: every kept record's assistant turns are the logged ones, whole
+    from forecast_dojo.agents.llm import load_tokenizer
+
+    count = token_counter(load_tokenizer("smollm2"))
+    assert max(count(r["messages"]) for r in rows) <= 1024
+    logged = {
+        (r["event_id"], r["step"], r["memory"]): r
+        for log in logs
+        for r in map(json.loads, (log / "steps.jsonl").open())
+    }
+    for row in rows:
+        source = logged[(row["event_id"], row["step"], row["memory"])]
+        kept = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
+        assert kept == [m["content"] for m in source["messages"] if m["role"] == "assistant"]

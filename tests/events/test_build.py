@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.events import cli
-from forecast_dojo.events.build import BuildConfig, BuildConfigError, build_events, override, write_outputs
+from forecast_dojo.events.build import (
+    BuildConfig,
+    BuildConfigError,
+    build_events,
+    override,
+    render_summary,
+    write_outputs,
+)
+from forecast_dojo.events.leakage import LeakageConfig
 from forecast_dojo.events.polymarket import load_polymarket
 from forecast_dojo.events.schedule import ScheduleConfig
 from forecast_dojo.events.selection import SelectionConfig
@@ -19,7 +28,7 @@ from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.schema import load_events
 from forecast_dojo.timeutil import parse_instant, to_micros
 
-from .conftest import make_corpus, make_doc
+from .conftest import make_corpus, make_doc, make_event
 
 LOOSE = SelectionConfig(min_faithful_fraction=0.5, max_unfaithful_run_days=20)
 
@@ -73,7 +82,20 @@ def test_pipeline_accounts_for_every_event(polymarket_export: Path, tmp_path: Pa
     assert harbor.n_steps >= 3 and len(harbor.extra["market_at_cutoffs"]) == harbor.n_steps
     flagged = {f["doc_id"] for f in report["leakage"]["flags"] if f["event_id"] == "polymarket:501"}
     assert flagged == {"harbor-passes"}
-    assert harbor.excluded_doc_ids == ("harbor-passes",)
+    # The act's passage is public from day 30.5: the schedule ends before the first date that shows it.
+    passed_at = corpus.available_at(corpus.row_of("harbor-passes"))
+    assert harbor.cutoffs[-1] <= passed_at and harbor.excluded_doc_ids == ()
+    assert harbor.extra["outcome_public"]["doc_ids"] == ["harbor-passes"]
+    assert harbor.extra["outcome_public"]["steps_removed"] >= 1
+    # Without the truncation the flagged document is hidden from the steps that would show it.
+    untruncated = build_events(
+        [imported],
+        replace(config, leakage=LeakageConfig(truncate_public=False)),
+        corpus=corpus,
+        progress=False,
+    )
+    harbor = next(e for e in untruncated.eval if e.id == "polymarket:501")
+    assert harbor.excluded_doc_ids == ("harbor-passes",) and "outcome_public" not in harbor.extra
     for flag in harbor.extra["leakage_flags"]:
         assert harbor.cutoffs[flag["first_step"]] > corpus.available_at(corpus.row_of(flag["doc_id"]))
 
@@ -290,3 +312,137 @@ def test_config_file_is_toml_and_earlier_formats_still_read(tmp_path: Path) -> N
         load_config_file(tmp_path / "latin.toml")
     with pytest.raises(InputNotFoundError, match="config file not found"):
         load_config_file(tmp_path / "missing.toml")
+
+
+def public_world() -> tuple[list, list]:
+    """Three events over days 0-100 and a corpus where two outcomes become public before the close."""
+    events = [
+        make_event("test:harbor", close_day=100),
+        make_event(
+            "test:mayor", question="Will Mira Tolvanen win the Ostrava mayoral election?", close_day=100
+        ),
+        make_event("test:bridge", question="Will the Kestrel bridge reopen?", outcome="No", close_day=100),
+    ]
+    docs = []
+    for d in range(0, 101):
+        docs.append(
+            make_doc(f"harbor-{d}", f"Valdorian parliament debates the Harbor Act, day {d}.", d + 0.5)
+        )
+        docs.append(
+            make_doc(f"mayor-{d}", f"Ostrava mayoral election poll, day {d}: Mira Tolvanen gains.", d + 0.6)
+        )
+        docs.append(make_doc(f"bridge-{d}", f"Kestrel bridge repairs continue, day {d}.", d + 0.7))
+    # Public 70 days before the close (outside the 60-day window the exclusion screen reads) ...
+    docs.append(make_doc("harbor-passes", "The Valdorian parliament passes the Harbor Act.", 30.5))
+    # ... and so early that fewer than three dates come before it.
+    docs.append(make_doc("mayor-wins", "Mira Tolvanen wins the Ostrava mayoral election.", 2.5))
+    return events, docs
+
+
+def test_outcome_public_truncates_the_schedule_and_drops_short_events(tmp_path: Path) -> None:
+    from forecast_dojo.events.result import ImportResult
+
+    events, docs = public_world()
+    corpus = make_corpus(tmp_path, docs)
+    imported = ImportResult(source="test", events=events)
+    config = BuildConfig(
+        train_window=parse_window("2029-01-01:2029-12-31"), eval_window=parse_window("2030-01-01:2030-12-31")
+    )
+    output = build_events([imported], config, corpus=corpus, progress=False)
+    plain = build_events(
+        [imported],
+        replace(config, leakage=LeakageConfig(truncate_public=False)),
+        corpus=corpus,
+        progress=False,
+    )
+    before = {e.id: e for e in plain.all}
+    after = {e.id: e for e in output.all}
+    assert set(before) == {"test:harbor", "test:mayor", "test:bridge"}
+    # The harbor schedule ends before the first date that shows the passage; the first steps are unchanged.
+    harbor, passed_at = after["test:harbor"], corpus.available_at(corpus.row_of("harbor-passes"))
+    assert before["test:harbor"].cutoffs[-1] > passed_at >= harbor.cutoffs[-1]
+    assert harbor.cutoffs == before["test:harbor"].cutoffs[: harbor.n_steps] and harbor.n_steps == 3
+    assert len(harbor.extra["market_at_cutoffs"]) == 3 and harbor.extra["schedule"]["steps"] == 3
+    removed = before["test:harbor"].n_steps - 3
+    assert harbor.extra["outcome_public"] == {
+        "first_public_date": before["test:harbor"].cutoffs[3].date().isoformat(),
+        "public_since": "2030-01-31T12:00:00Z",
+        "doc_ids": ["harbor-passes"],
+        "steps_removed": removed,
+        "steps_kept": 3,
+    }
+    assert "test:harbor" in {e.id for e in output.eval}
+    # The mayoral result is public before the third date: the event leaves the build.
+    assert "test:mayor" not in after and "test:mayor" not in {e.id for e in output.train}
+    # The bridge question's corpus never states an outcome: nothing changes.
+    assert after["test:bridge"] == before["test:bridge"]
+    public = output.report["leakage"]["outcome_public"]
+    assert public["truncated_events"] == 1 and public["events_left"] == 1
+    assert public["steps_removed"] == removed
+    assert [p["event_id"] for p in public["events"]] == ["test:harbor", "test:mayor"]
+
+    paths = write_outputs(output, tmp_path / "out")
+    decisions = {d["event_id"]: d for d in map(json.loads, paths["decisions"].read_text().splitlines())}
+    assert decisions["test:harbor"]["outcome"] == "eval"
+    assert decisions["test:harbor"]["outcome_public"]["doc_ids"] == ["harbor-passes"]
+    mayor = decisions["test:mayor"]
+    assert (mayor["outcome"], mayor["stage"], mayor["rule"]) == ("dropped", "leakage", "outcome_public")
+    assert mayor["outcome_public"]["doc_ids"] == ["mayor-wins"] and mayor["outcome_public"]["steps_kept"] < 3
+    assert "outcome_public" not in decisions["test:bridge"]
+    markdown = paths["report_md"].read_text()
+    assert "Outcome public before the last forecast date" in markdown and "harbor-passes" in markdown
+    assert "1 events truncated (7 steps removed), 1 left" in render_summary(output.report)
+
+    # The minimum is configurable: asking for four steps, the harbor event (three before the passage) leaves too.
+    strict = build_events(
+        [imported], replace(config, leakage=LeakageConfig(public_min_steps=4)), corpus=corpus, progress=False
+    )
+    assert {e.id for e in strict.all} == {"test:bridge"}
+    assert strict.report["leakage"]["outcome_public"]["events_left"] == 2
+
+
+def test_outcome_rate_per_split_and_a_note_when_they_differ(tmp_path: Path) -> None:
+    from forecast_dojo.events.build import outcome_rates, render_markdown
+
+    def events(yes: int, no: int, prefix: str) -> list:
+        return [make_event(f"{prefix}{i}", outcome="Yes" if i < yes else "No") for i in range(yes + no)]
+
+    rates = outcome_rates({"train": events(18, 82, "t"), "eval": events(38, 62, "e")}, gap=0.10)
+    assert (rates["train"]["rate"], rates["eval"]["rate"], rates["gap"]) == (0.18, 0.38, 0.2)
+    assert rates["train"]["by_label"] == {"No": 0.82, "Yes": 0.18}
+    lo, hi = rates["eval"]["interval95"]
+    assert lo < 0.38 < hi and round(lo, 2) == 0.29  # Wilson interval of 38/100
+    assert "18.0% first label (Yes) in train vs 38.0% in eval" in rates["note"]
+    assert "miscalibrated for eval" in rates["note"]
+    assert (
+        outcome_rates({"train": events(18, 82, "t"), "eval": events(38, 62, "e")}, gap=0.25)["note"] is None
+    )
+    close = outcome_rates({"train": events(20, 80, "t"), "eval": events(25, 75, "e")}, gap=0.10)
+    assert close["gap"] == 0.05 and close["note"] is None
+    empty = outcome_rates({"train": events(1, 1, "t"), "eval": []}, gap=0.10)
+    assert empty["eval"]["rate"] is None and empty["gap"] is None and empty["note"] is None
+
+    # In a build: the report carries the rates, the summary prints them, report.md says so.
+    events_, docs = public_world()
+    corpus = make_corpus(tmp_path, docs)
+    from forecast_dojo.events.result import ImportResult
+
+    config = BuildConfig(
+        train_window=parse_window("2029-01-01:2029-12-31"), eval_window=parse_window("2030-01-01:2030-12-31")
+    )
+    output = build_events(
+        [ImportResult(source="test", events=events_)], config, corpus=corpus, progress=False
+    )
+    report = output.report
+    in_eval = report["outcome_rates"]["eval"]  # the harbor (Yes) and bridge (No) events
+    assert (in_eval["events"], in_eval["first_label"], in_eval["rate"]) == (2, 1, 0.5)
+    assert in_eval["by_label"] == {"Yes": 0.5, "No": 0.5} and in_eval["interval95"][0] < 0.5
+    assert report["outcome_rates"]["train"]["rate"] is None and report["outcome_rates"]["note"] is None
+    assert "outcome rate (first label, Yes for binary): train n/a (0 events), eval 50.0%" in render_summary(
+        report
+    )
+    report["outcome_rates"] = outcome_rates(
+        {"train": events(18, 82, "t"), "eval": events(38, 62, "e")}, gap=0.1
+    )
+    assert "note: outcome rates differ between the splits" in render_summary(report)
+    assert "**Note:** outcome rates differ between the splits" in render_markdown(report)

@@ -136,3 +136,20 @@ def test_trim_before_keeps_later_steps_and_their_market_beliefs() -> None:
     assert cut.extra["market_at_cutoffs"] == scheduled.extra["market_at_cutoffs"][2:]
     assert cut.extra["schedule"]["steps"] == cut.n_steps
     assert trim_before(scheduled, day_at(61)) is None
+
+
+def test_truncate_at_keeps_the_first_steps_and_their_market_beliefs() -> None:
+    from forecast_dojo.events.schedule import truncate_at
+
+    event = make_event(close_day=60, market=[(1, (0.3, 0.7)), (20, (0.6, 0.4))])
+    scheduled = schedule_event(event, ScheduleConfig())
+    assert scheduled is not None and scheduled.n_steps >= 4
+    cut = truncate_at(scheduled, 3)
+    assert cut.cutoffs == scheduled.cutoffs[:3]
+    assert cut.extra["market_at_cutoffs"] == scheduled.extra["market_at_cutoffs"][:3]
+    assert cut.extra["schedule"]["steps"] == 3
+    assert cut.extra["schedule"]["truncated_steps"] == scheduled.n_steps - 3
+    assert truncate_at(scheduled, scheduled.n_steps).cutoffs == scheduled.cutoffs
+    for bad in (0, scheduled.n_steps + 1):
+        with pytest.raises(ValueError, match="n_keep"):
+            truncate_at(scheduled, bad)

@@ -146,6 +146,9 @@ def test_sft_from_log(synthetic_cache, tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(r"teacher: \d+ forecast steps logged", result.stdout)
+    assert re.search(
+        r"SFT: 2 optimizer steps, 2 sequences, ~[\d,]+ tokens .*estimated [\d.]+ min", result.stdout
+    )
     checkpoint = tmp_path / "run" / "model"
     assert (checkpoint / "config.json").exists() and "quantization_config" not in (
         checkpoint / "config.json"

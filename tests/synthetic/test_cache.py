@@ -172,3 +172,45 @@ def test_no_embedder_means_minilm(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(cache, "_build_world_dir", record_and_fake)
     paths = ensure_synthetic_world(0, embedder=None, cache_dir=tmp_path, progress=False)
     assert requested == ["minilm"] and paths.root.name == cache.world_dir_name(0, "minilm")
+
+
+def test_interrupted_build_resumes_its_embeddings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from forecast_dojo.corpus.embedders import HashingEmbedder
+
+    encoded: list[int] = []
+
+    class Interrupted(HashingEmbedder):
+        def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False):  # type: ignore[override]
+            if len(encoded) == 3:
+                raise KeyboardInterrupt
+            encoded.append(len(texts))
+            return super().encode(texts, batch_size=batch_size, progress=progress)
+
+    monkeypatch.setattr(cache, "get_embedder", lambda name: Interrupted())
+    with pytest.raises(KeyboardInterrupt):
+        ensure_synthetic_world(7, embedder=EMBEDDER, cache_dir=tmp_path, progress=False)
+    staging = tmp_path / f".{cache.world_dir_name(7, EMBEDDER)}.building-partial"
+    assert staging.is_dir() and sum(encoded) == 3 * 256  # three committed calls of 256 documents
+    monkeypatch.setattr(cache, "get_embedder", lambda name: _Counting(encoded))
+    encoded.clear()
+    paths = ensure_synthetic_world(7, embedder=EMBEDDER, cache_dir=tmp_path, progress=False)
+    world = generate_world(7)
+    assert paths.is_complete() and not staging.exists()
+    assert sum(encoded) == len(world.documents) - 3 * 256  # only the rest was embedded
+    fresh = ensure_synthetic_world(7, embedder=EMBEDDER, cache_dir=tmp_path / "fresh", progress=False)
+    resumed = Corpus.load(paths.corpus_dir)
+    assert resumed.content_hash == Corpus.load(fresh.corpus_dir).content_hash
+
+
+class _Counting:
+    """The hashing embedder, counting the texts it embeds into ``counts``."""
+
+    def __init__(self, counts: list[int]) -> None:
+        from forecast_dojo.corpus.embedders import HashingEmbedder
+
+        self.inner, self.counts = HashingEmbedder(), counts
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False):  # type: ignore[no-untyped-def]
+        self.counts.append(len(texts))
+        return self.inner.encode(texts, batch_size=batch_size, progress=progress)

@@ -201,5 +201,17 @@ def test_world_command_builds_the_training_world(
     assert Path(paths["root"]).name.endswith("-seed0-train2-hashing")
     lines = Path(paths["events_path"]).read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines[-2:]] == ["syn-t00000", "syn-t00001"]
-    with pytest.raises(SystemExit, match="train-events"):
+    with pytest.raises(SystemExit):
         main(["world", "--embedder", "hashing", "--train-events", "-1"])
+    assert "--train-events" in capsys.readouterr().err
+
+
+def test_export_finds_the_oracle_of_training_events(extended: SyntheticWorld) -> None:
+    from forecast_dojo.training.export import oracle_forecasts
+
+    oracle = oracle_forecasts({"env_spec": {"world": "synthetic", "seed": 0, "train_events": N_TRAIN}})
+    assert oracle is not None
+    expected = {(r["event_id"], r["step"]): tuple(r["probabilities"]) for r in oracle_table(extended)}
+    assert oracle == expected and (train_event_id(N_TRAIN - 1), 0) in oracle
+    plain = oracle_forecasts({"env_spec": {"world": "synthetic", "seed": 0}})
+    assert plain is not None and {k: oracle[k] for k in plain} == plain

@@ -219,3 +219,15 @@ def test_trl_lists_the_generated_tools_as_the_envs(make_tiny_env):
     # Keyword calls as TRL makes them reach the env; an unknown argument is the env's error, not an exception.
     step_env.reset(event_id="harbor", step=0)
     assert "unexpected argument" in step_env.search(query="Harbor Act", colour="red")
+
+
+def test_notebook_logs_of_another_prompt_profile_are_refused(make_tiny_env, teacher_log):
+    from forecast_dojo.errors import ConfigError
+
+    log = teacher_log("compact-teacher", prompt="compact")
+    assert notebooks_from_logs([log], "compact") == notebooks_from_logs([log])
+    with pytest.raises(ConfigError, match="'compact' prompt profile, the env uses 'default'"):
+        notebooks_from_logs([log], "default")
+    env = make_tiny_env(memory="notebook", prompt="compact")
+    dataset = build_grpo_dataset(env, ["harbor"], notebooks=notebooks_from_logs([log], env.prompt))
+    assert dataset[0]["prompt"][0]["content"].startswith("Only news before")
