@@ -33,15 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import ForecastDojoError
+from forecast_dojo.errors import ExperimentError
 from forecast_dojo.training.arguments import JsonObject
 
 STAGES = ("spec", "teacher", "export", "sft", "eval", "grpo", "eval-grpo", "results")
 MODES = ("none", "notebook")
-
-
-class ExperimentError(ForecastDojoError, RuntimeError):
-    """An experiment folder that cannot continue as asked (another configuration, a failed stage)."""
+__all__ = ["STAGES", "ExperimentArguments", "ExperimentError", "Layout", "run_experiment"]
 
 
 @dataclass
