@@ -19,6 +19,7 @@ The load average (``os.getloadavg``) is printed beside every row: the cores may 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ MODES = {
     "main-c1-fp32": ("baseline", 1, "float32"),
     "c1-fp32": ("tree", 1, "float32"),
     "c8-bf16": ("tree", 8, "bfloat16"),
+    "c8-fp32": ("tree", 8, "float32"),
     "c32-bf16": ("tree", 32, "bfloat16"),
     "c32-fp32": ("tree", 32, "float32"),
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
@@ -46,7 +48,7 @@ def child(args: argparse.Namespace) -> None:
     """One configuration in its own process: play the episodes, print one JSON line."""
     from forecast_dojo.agents.llm import TransformersAgent
     from forecast_dojo.evaluation.study import log_dir, run_study
-    from forecast_dojo.registration import make
+    from forecast_dojo.registration import DojoSpec, make
     from forecast_dojo.synthetic.split import synthetic_split
 
     _, concurrency, dtype = MODES[args.child]
@@ -58,7 +60,9 @@ def child(args: argparse.Namespace) -> None:
     }
     t0 = time.perf_counter()
     TransformersAgent.from_pretrained(args.model, **options)  # load the model once, outside the timer
-    extra = {"prompt": args.prompt} if args.prompt else {}
+    extra: dict = {"prompt": args.prompt} if args.prompt else {}
+    if "split" in {f.name for f in dataclasses.fields(DojoSpec)}:  # newer trees hold one split per env
+        extra["split"] = "all"
 
     def make_env(mode: str, metadata: dict) -> object:
         return make(
@@ -217,7 +221,7 @@ def main() -> None:
         print(
             f"| {r['mode']} | {r['episodes']} | {r['steps']} | {r['turns']} | {r['valid']} "
             f"| {r['prompt_tokens'] / steps:.0f} | {r['completion_tokens'] / steps:.0f} | {r['wall_s']:.0f} "
-            f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base:.1f} "
+            f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base if base else float('nan'):.1f} "
             f"| {r['load_before']:.1f}, {r['load_after']:.1f} |"
         )
 

@@ -161,6 +161,10 @@ class StudyError(ForecastDojoError, RuntimeError):
     """A study folder that cannot be resumed as asked (another configuration's logs, missing inputs)."""
 
 
+class ExperimentError(ForecastDojoError, RuntimeError):
+    """An experiment folder that cannot continue as asked (another configuration), or bad experiment arguments."""
+
+
 class StateError(ForecastDojoError, RuntimeError):
     """An object asked for something its current state cannot do (e.g. a gateway view without a retriever)."""
 
@@ -208,6 +212,7 @@ __all__ = [
     "CorpusError",
     "DataError",
     "EpisodeError",
+    "ExperimentError",
     "ExportError",
     "ForecastBenchError",
     "ForecastDojoError",

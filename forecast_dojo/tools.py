@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from forecast_dojo.errors import NotFoundError
 from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.schema import SchemaError, check_distribution
@@ -480,7 +481,7 @@ def tool_interface(name: str, memory: str = "none") -> ToolInterface:
         The interface, generated from the :class:`ForecastTools` method.
     """
     if name not in TOOL_NAMES:
-        raise KeyError(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
+        raise NotFoundError(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
     method = getattr(ForecastTools, name)
     hidden = () if memory == "notebook" else MEMORY_ONLY_PARAMETERS.get(name, ())
     doc = inspect.getdoc(method) or ""

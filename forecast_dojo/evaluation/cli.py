@@ -379,7 +379,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         oracle = load_oracle(
             ensure_synthetic_world(
-                args.seed, embedder=args.embedder or "minilm", train_events=spec.train_events
+                args.seed, embedder=args.embedder or spec.embedder or "minilm", train_events=spec.train_events
             ).oracle_path
         )
     factories = _agent_factories(args, honest_model)

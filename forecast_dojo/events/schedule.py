@@ -207,7 +207,7 @@ def truncate_at(event: Event, n_keep: int) -> Event:
     at which the corpus reveals the outcome (``forecast_dojo.events.leakage.outcome_public``).
     """
     if not 1 <= n_keep <= event.n_steps:
-        raise ValueError(f"n_keep must be within 1..{event.n_steps}, got {n_keep}")
+        raise ConfigError(f"n_keep must be within 1..{event.n_steps}, got {n_keep}")
     extra: dict[str, Any] = dict(event.extra)
     if isinstance(extra.get("market_at_cutoffs"), list):
         extra["market_at_cutoffs"] = extra["market_at_cutoffs"][:n_keep]

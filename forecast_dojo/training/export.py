@@ -150,7 +150,7 @@ def sft_features() -> Any:
             "event_id": Value("string"),
             "step": Value("int64"),
             "memory": Value("string"),
-            "prompt": Value("string"),
+            "prompt_profile": Value("string"),
             "run_id": Value("string"),
             "agent": Value("string"),
             "source": Value("string"),
@@ -333,7 +333,7 @@ def _row(
         "event_id": record.event_id,
         "step": int(record.step),
         "memory": record.memory,
-        "prompt": record.prompt,
+        "prompt_profile": record.prompt,  # not "prompt": TRL reads a "prompt" column as prompt-completion data
         "run_id": record.run_id or metadata.get("run_id"),
         "agent": metadata.get("agent"),
         "source": str(run_dir),
@@ -402,9 +402,9 @@ def build_sft_rows(
                 continue
             candidates.append(_row(record, metadata, run_dir, scores, oracle_scores, regret))
 
-    profiles = sorted({row["prompt"] for row in candidates})
+    profiles = sorted({row["prompt_profile"] for row in candidates})
     if len(profiles) > 1:  # a model trained on both would learn two prompt formats for one task
-        sources = {p: sorted({r["source"] for r in candidates if r["prompt"] == p}) for p in profiles}
+        sources = {p: sorted({r["source"] for r in candidates if r["prompt_profile"] == p}) for p in profiles}
         raise ExportError(
             "logs of different prompt profiles cannot be exported together (never a mix): "
             + "; ".join(f"{p}: {', '.join(dirs)}" for p, dirs in sources.items())
@@ -504,7 +504,7 @@ def export_sft(
         dataset.to_parquet(str(out / "train.parquet"))
         meta = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}}
         meta["report"] = report.to_dict()
-        meta["prompt"] = rows[0]["prompt"]  # the one prompt profile of the rows
+        meta["prompt_profile"] = rows[0]["prompt_profile"]  # the one prompt profile of the rows
         (out / "export.json").write_text(json.dumps(meta, indent=2, default=str))
         if verbose:
             print(f"wrote {len(rows)} rows to {out / 'train.parquet'}")

@@ -321,9 +321,12 @@ class GRPOArguments:
 
     Attributes:
         model: ``"smollm2"``, an HF model id or a checkpoint (e.g. an SFT output).
+        spec: the environment (a shipped spec name, a gym id or a ``.toml`` path): its training split gives
+            the prompts, its prompt profile, budgets, tools and world (e.g. ``train_events``) the rollouts.
         output_dir: where the checkpoint goes.
         memory: the env's memory mode.
-        prompt: the env's prompt profile (``default`` or ``compact``); ``notebook_logs`` must match it.
+        prompt: the env's prompt profile (``default`` or ``compact``; empty: the spec's); ``notebook_logs``
+            must match it.
         events: training event ids (default: the synthetic world's training split).
         notebook_logs: memory-on logs whose carried notebooks seed the prompts.
         max_steps: optimizer steps.
@@ -337,7 +340,7 @@ class GRPOArguments:
         invalid_penalty: subtracted from uniform's score for an invalid forecast.
         missing_penalty: subtracted from uniform's score when nothing was submitted.
         python: expose the python tool (None: when the sandbox works).
-        embedder: the synthetic world's embedder.
+        embedder: the synthetic world's embedder (empty: the spec's).
         seed: the seed.
         use_vllm: generate with vLLM (GPU).
         use_cpu: force the CPU.
@@ -345,9 +348,10 @@ class GRPOArguments:
     """
 
     model: str = "smollm2"
+    spec: str = "Synthetic-v0"
     output_dir: str = "grpo-out"
     memory: str = "none"
-    prompt: str = "default"
+    prompt: str = ""
     events: list[str] = field(default_factory=list)
     notebook_logs: list[str] = field(default_factory=list)
     max_steps: int = 10
@@ -361,7 +365,7 @@ class GRPOArguments:
     invalid_penalty: float = INVALID_PENALTY
     missing_penalty: float = MISSING_PENALTY
     python: bool | None = None
-    embedder: str = "minilm"
+    embedder: str = ""
     seed: int = 0
     use_vllm: bool = False
     use_cpu: bool = False
@@ -418,24 +422,27 @@ def train_grpo(
     from forecast_dojo.agents.llm import load_model, load_tokenizer
     from forecast_dojo.training.checkpoint import train_and_save
 
-    synthetic = make_env is None
+    from_spec = make_env is None
     if make_env is None:
         from forecast_dojo.registration import make
 
+        overrides = {"embedder": args.embedder} if args.embedder else {}
+        if args.prompt:
+            overrides["prompt"] = args.prompt
+
         def make_env() -> Any:
-            return make("Synthetic-v0", memory=args.memory, embedder=args.embedder, prompt=args.prompt)
+            return make(args.spec, memory=args.memory, split="train", **overrides)
 
     env = make_env()
     events = list(args.events)
-    if synthetic:
-        from forecast_dojo.synthetic.split import synthetic_split
-
-        split = synthetic_split(0)
-        held_out = sorted(set(events) & set(split.held_out))
-        if held_out:
-            raise ConfigError(f"refusing held-out (evaluation) events of the synthetic world: {held_out}")
-        events = events or list(split.train)
-    elif not events:
+    if from_spec:
+        # the env holds the spec's training split only: any other event is refused by name
+        outside = sorted(set(events) - {e.id for e in env.events})
+        if outside:
+            raise ConfigError(
+                f"refusing events outside the training split of {args.spec} (held-out or unknown): {outside}"
+            )
+    if not events:
         events = [e.id for e in env.events]
     prompt = getattr(env, "prompt", "default")
     notebooks = notebooks_from_logs(args.notebook_logs, prompt) if args.notebook_logs else None

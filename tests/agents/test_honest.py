@@ -184,7 +184,7 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
     logs = [out / "honest-none", out / "honest-notebook"]
     rows, report = build_sft_rows(logs, ExportConfig(max_tokens=1024))
     assert report.read >= 200 and report.kept >= 0.9 * report.read, report.summary()
-    assert all(r["prompt"] == "compact" for r in rows)
+    assert all(r["prompt_profile"] == "compact" for r in rows)
     # no assistant turn cut: every kept record's assistant turns are the logged ones, whole
     from forecast_dojo.agents.llm import load_tokenizer
 

@@ -334,10 +334,10 @@ def test_the_export_names_the_prompt_profile_and_refuses_a_mix(teacher_log, tmp_
     default, compact = teacher_log("default"), teacher_log("compact", prompt="compact")
     config = ExportConfig(max_tokens=None, assume_all_training=True)
     rows, _ = build_sft_rows([compact], config)
-    assert rows and {r["prompt"] for r in rows} == {"compact"}
+    assert rows and {r["prompt_profile"] for r in rows} == {"compact"}
     export_sft([compact], tmp_path / "out", config, verbose=False)
-    assert json.loads((tmp_path / "out" / "export.json").read_text())["prompt"] == "compact"
-    assert load_sft_dataset(tmp_path / "out")[0]["prompt"] == "compact"
-    assert {r["prompt"] for r in build_sft_rows([default], config)[0]} == {"default"}
+    assert json.loads((tmp_path / "out" / "export.json").read_text())["prompt_profile"] == "compact"
+    assert load_sft_dataset(tmp_path / "out")[0]["prompt_profile"] == "compact"
+    assert {r["prompt_profile"] for r in build_sft_rows([default], config)[0]} == {"default"}
     with pytest.raises(ExportError, match="never a mix"):
         build_sft_rows([default, compact], config)

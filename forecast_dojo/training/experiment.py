@@ -1,0 +1,498 @@
+"""The learning experiment as one resumable pipeline: teacher -> export -> SFT -> evaluation -> GRPO -> evaluation.
+
+Every stage writes its outputs under ``out`` and a marker ``out/stages/<stage>.json`` (what it ran, its
+wall time, its numbers) when it has finished; a rerun skips every stage whose marker exists, and the
+stages that play episodes resume their own logs, so a stopped run continues where it stopped and a
+finished one costs nothing. Stages, in order:
+
+1. ``spec``: the environment of the whole experiment, written once as ``out/spec.toml``: the synthetic
+   world (its 20 held-out events unchanged) with ``train_events`` extra training events, the prompt profile
+   and the budgets. Every later stage names this file, so teacher, export, models and evaluation see
+   one environment.
+2. ``teacher``: the honest agent on the training events in both memory modes (``forecast-dojo run``).
+3. ``export``: the teacher's steps as an SFT dataset that fits ``max_tokens`` (best-of-k per step).
+4. ``sft``: TRL SFT of ``model`` on that dataset.
+5. ``eval``: the base model and the SFT model on the held-out events in both memory modes.
+6. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
+7. ``eval-grpo``: the GRPO model on the same held-out steps.
+8. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
+   oracle with event-bootstrap intervals, memory-on minus memory-free, tokens, wall times) and a
+   learning-curve figure, written from the logs and checkpoints, never by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forecast_dojo.errors import ExperimentError
+from forecast_dojo.training.arguments import JsonObject
+
+STAGES = ("spec", "teacher", "export", "sft", "eval", "grpo", "eval-grpo", "results")
+MODES = ("none", "notebook")
+__all__ = ["STAGES", "ExperimentArguments", "ExperimentError", "Layout", "run_experiment"]
+
+
+@dataclass
+class ExperimentArguments:
+    """Arguments of the learning experiment (CPU-sized defaults: about 2 hours on 2 cores).
+
+    Attributes:
+        out: the experiment folder (every stage's outputs and markers).
+        results: where ``learning.json`` is also written (e.g. ``docs/results/learning.json``); empty: only ``out``.
+        model: the model to fine-tune: ``"smollm2"`` (SmolLM2-135M-Instruct, offline) or a checkpoint path.
+        seed: the synthetic world's seed and the episodes' seed.
+        embedder: the synthetic world's embedder (``minilm``; ``hashing`` for fast tests).
+        train_events: extra training events of the synthetic world (beside its 20; the 20 held-out stay as they are).
+        prompt: the prompt profile of every stage (``compact`` fits a small model).
+        tools: the env's tools (python is off by default: a 135M model does not use it, and it costs time).
+        max_tool_calls: tool calls per forecast step.
+        max_turns: turns per forecast step.
+        teacher_rollouts: teacher episodes per (event, mode); the export keeps the best ``best_of`` per step.
+        best_of: records kept per (event, step, memory) by the export (best score first).
+        max_tokens: the export's length budget (SFT ``max_length`` too).
+        sft_max_steps: SFT optimizer steps (-1: ``sft_epochs`` over the data).
+        sft_epochs: SFT epochs when ``sft_max_steps`` is -1.
+        sft_batch_size: sequences per forward pass.
+        sft_grad_accum: forward passes per optimizer step.
+        sft_learning_rate: SFT peak learning rate.
+        sft_bf16: bfloat16 autocast in SFT (faster on this CPU).
+        eval_events: held-out events to evaluate (empty: all of them).
+        eval_concurrency: episodes generated as one batch by the local model.
+        eval_dtype: the local model's weights at evaluation (``bfloat16`` is fastest on CPU).
+        eval_max_new_tokens: tokens per reply at evaluation.
+        grpo_max_steps: GRPO optimizer steps (0 skips GRPO and its evaluation).
+        grpo_num_generations: completions per prompt.
+        grpo_max_completion_length: tokens per GRPO rollout, tool results included.
+        grpo_learning_rate: GRPO learning rate.
+        extra_sft: further ``SFTArguments`` fields.
+        extra_grpo: further ``GRPOArguments`` fields.
+    """
+
+    out: str = "runs/experiment"
+    results: str = ""
+    model: str = "smollm2"
+    seed: int = 0
+    embedder: str = "minilm"
+    train_events: int = 400
+    prompt: str = "compact"
+    tools: list[str] = field(default_factory=lambda: ["search", "read", "submit_forecast"])
+    max_tool_calls: int = 3
+    max_turns: int = 4
+    teacher_rollouts: int = 1
+    best_of: int = 1
+    max_tokens: int = 1024
+    sft_max_steps: int = 150
+    sft_epochs: float = 1.0
+    sft_batch_size: int = 2
+    sft_grad_accum: int = 4
+    sft_learning_rate: float = 1e-4
+    sft_bf16: bool = True
+    eval_events: list[str] = field(default_factory=list)
+    eval_concurrency: int = 32
+    eval_dtype: str = "bfloat16"
+    eval_max_new_tokens: int = 160
+    grpo_max_steps: int = 4
+    grpo_num_generations: int = 4
+    grpo_max_completion_length: int = 384
+    grpo_learning_rate: float = 1e-6
+    extra_sft: JsonObject = field(default_factory=JsonObject)
+    extra_grpo: JsonObject = field(default_factory=JsonObject)
+
+    def check(self) -> None:
+        """Refuse arguments no stage could run with, before anything is loaded."""
+        problems = []
+        if self.train_events < 0:
+            problems.append(f"train_events must be >= 0, got {self.train_events}")
+        for name in ("max_turns", "teacher_rollouts", "max_tokens", "sft_batch_size", "sft_grad_accum"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.best_of < 0:
+            problems.append(f"best_of must be >= 0, got {self.best_of}")
+        if self.grpo_max_steps < 0:
+            problems.append(f"grpo_max_steps must be >= 0, got {self.grpo_max_steps}")
+        if "submit_forecast" not in self.tools:
+            problems.append("tools must include submit_forecast")
+        if problems:
+            raise ExperimentError("; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------------
+# The folder: where each stage puts its outputs, and the markers that make a rerun skip it.
+
+
+class Layout:
+    """Paths inside an experiment folder."""
+
+    def __init__(self, out: str | Path):
+        self.root = Path(out)
+        self.spec = self.root / "spec.toml"
+        self.teacher = self.root / "teacher"
+        self.sft_data = self.root / "sft-data"
+        self.sft_model = self.root / "sft-model"
+        self.grpo_model = self.root / "grpo-model"
+        self.eval = self.root / "eval"
+        self.eval_grpo = self.root / "eval-grpo"
+        self.stages = self.root / "stages"
+        self.arguments = self.root / "experiment.json"
+        self.results = self.root / "learning.json"
+        self.figure = self.root / "learning.png"
+
+    def marker(self, stage: str) -> Path:
+        """The file whose presence says ``stage`` has finished."""
+        return self.stages / f"{stage}.json"
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Write JSON atomically (a unique temporary name, then rename): a kill leaves the old file or the new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _cli(argv: Sequence[str]) -> None:
+    """Run one ``forecast-dojo`` command in this process; a non-zero exit is an :class:`ExperimentError`."""
+    from forecast_dojo.cli import main
+
+    print("$ forecast-dojo " + shlex.join(argv), flush=True)
+    try:
+        status = main(list(argv))
+    except SystemExit as exit_:  # argparse and the commands exit with a message
+        status = exit_.code if isinstance(exit_.code, int) else 1
+        if not isinstance(exit_.code, int) and exit_.code is not None:
+            print(exit_.code)
+    if status:
+        raise ExperimentError(f"forecast-dojo {shlex.join(argv)} exited with status {status}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# The stages. Each takes the arguments and the layout and returns the numbers its marker records.
+
+
+def spec_text(args: ExperimentArguments) -> str:
+    """The environment spec every stage of the experiment uses (TOML)."""
+    tools = ", ".join(json.dumps(t) for t in args.tools)
+    return f"""# Written by forecast_dojo.training.experiment: the one environment of this experiment.
+name = "LearningExperiment"
+description = "Synthetic world (seed {args.seed}) with {args.train_events} training events, {args.prompt} prompt."
+
+[data]
+world = "synthetic"
+seed = {args.seed}
+embedder = "{args.embedder}"
+train_events = {args.train_events}
+
+[env]
+retriever = "dense"
+memory = "none"
+reward = "brier"
+prompt = "{args.prompt}"
+tools = [{tools}]
+
+[budgets]
+max_tool_calls = {args.max_tool_calls}
+max_turns = {args.max_turns}
+"""
+
+
+def stage_spec(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """Write the experiment's spec and build (or reuse) its world; returns its event counts."""
+    from forecast_dojo.registration import make
+
+    layout.spec.write_text(spec_text(args))
+    env = make(str(layout.spec), split="all")
+    from forecast_dojo.synthetic.split import synthetic_split
+
+    split = synthetic_split(args.seed, train_events=args.train_events)
+    counts = {"events": len(env.events), "train": len(split.train), "held_out": len(split.held_out)}
+    env.close()
+    return counts
+
+
+def _run_argv(
+    args: ExperimentArguments, layout: Layout, out: Path, agents: Sequence[str], split: str
+) -> list[str]:
+    argv = ["run", "--spec", str(layout.spec), "--agents", *agents, "--modes", *MODES, "--split", split]
+    argv += ["--seed", str(args.seed), "--out", str(out)]
+    if split == "eval" and args.eval_events:
+        argv += ["--event-ids", *args.eval_events]
+    return argv
+
+
+def stage_teacher(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The honest agent on the training events, both memory modes."""
+    argv = _run_argv(args, layout, layout.teacher, ["honest"], "train")
+    _cli([*argv, "--rollouts", str(args.teacher_rollouts)])
+    return {"records": _count_records(layout.teacher)}
+
+
+def stage_export(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The teacher's steps as an SFT dataset within ``max_tokens``."""
+    logs = [str(layout.teacher / f"honest-{mode}") for mode in MODES]
+    argv = ["export", "sft", *logs, "--out", str(layout.sft_data)]
+    _cli([*argv, "--max-tokens", str(args.max_tokens), "--best-of", str(args.best_of)])
+    report = json.loads((layout.sft_data / "export.json").read_text())
+    return {"export": report.get("report", report)}
+
+
+def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """Fine-tune the model on the export."""
+    from forecast_dojo.training.sft import SFTArguments, train_sft
+
+    sft = SFTArguments(
+        model=args.model,
+        data=[str(layout.sft_data)],
+        output_dir=str(layout.sft_model),
+        max_steps=args.sft_max_steps,
+        num_train_epochs=args.sft_epochs,
+        per_device_train_batch_size=args.sft_batch_size,
+        gradient_accumulation_steps=args.sft_grad_accum,
+        learning_rate=args.sft_learning_rate,
+        max_length=args.max_tokens,
+        bf16=args.sft_bf16,
+        seed=args.seed,
+        logging_steps=1,
+    )
+    sft = dataclasses.replace(sft, **args.extra_sft)
+    print(f"SFT: {sft}", flush=True)
+    train_sft(sft)
+    summary = json.loads((layout.sft_model / "sft_run.json").read_text())
+    return {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
+
+
+def _eval_argv(args: ExperimentArguments, layout: Layout, out: Path, models: Sequence[str]) -> list[str]:
+    argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], "eval")
+    argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
+    return [*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)]
+
+
+def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The base and the SFT model on the held-out events, both memory modes."""
+    _cli(_eval_argv(args, layout, layout.eval, [args.model, str(layout.sft_model)]))
+    return {"records": _count_records(layout.eval)}
+
+
+def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """A short GRPO run from the SFT checkpoint on the experiment's compact training episodes."""
+    from forecast_dojo.training.grpo import GRPOArguments, train_grpo
+
+    grpo = GRPOArguments(
+        model=str(layout.sft_model),
+        output_dir=str(layout.grpo_model),
+        spec=str(layout.spec),
+        max_steps=args.grpo_max_steps,
+        num_generations=args.grpo_num_generations,
+        per_device_train_batch_size=args.grpo_num_generations,
+        max_completion_length=args.grpo_max_completion_length,
+        learning_rate=args.grpo_learning_rate,
+        python=False,
+        seed=args.seed,
+    )
+    grpo = dataclasses.replace(grpo, **args.extra_grpo)
+    print(f"GRPO: {grpo}", flush=True)
+    train_grpo(grpo)
+    summary = json.loads((layout.grpo_model / "grpo_run.json").read_text())
+    rewards = [h["reward"] for h in summary.get("log_history", []) if "reward" in h]
+    return {
+        "global_step": summary.get("global_step"),
+        "wall_seconds": summary.get("wall_seconds"),
+        "rewards": rewards,
+    }
+
+
+def stage_eval_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The GRPO model on the same held-out events."""
+    _cli(_eval_argv(args, layout, layout.eval_grpo, [str(layout.grpo_model)]))
+    return {"records": _count_records(layout.eval_grpo)}
+
+
+def _count_records(study: Path) -> int:
+    from forecast_dojo.trajectory import load_records
+
+    return sum(len(load_records(d)) for d in sorted(study.iterdir()) if (d / "steps.jsonl").is_file())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Results: learning.json and the figure, computed from the logs.
+
+
+def _label(model: str) -> str:
+    """The agent label ``forecast-dojo run`` gives ``hf:<model>``."""
+    return f"hf-{Path(model).name}"
+
+
+def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The experiment's numbers from its evaluation logs (see the module docstring)."""
+    from forecast_dojo.evaluation import metrics
+    from forecast_dojo.evaluation.study import study_rows
+
+    studies = [layout.eval] + ([layout.eval_grpo] if layout.eval_grpo.is_dir() else [])
+    rows = [row for study in studies for row in study_rows(study)]
+    models = {"base": args.model, "sft": str(layout.sft_model)}
+    if layout.eval_grpo.is_dir():
+        models["grpo"] = str(layout.grpo_model)
+    out: dict[str, Any] = {}
+    for key, model in models.items():
+        agent = _label(model)
+        per_mode = {mode: _model_numbers(rows, (agent, mode)) for mode in MODES}
+        entry = dict(per_mode["none"])  # the headline: memory-free
+        entry["agent"] = agent
+        entry["modes"] = per_mode
+        with contextlib.suppress(ValueError):
+            diff = metrics.paired_difference(rows, (agent, "notebook"), (agent, "none"), "brier")
+            entry["notebook_minus_none"] = [diff["mean"], *diff["ci"]]
+        out[key] = entry
+    stages = {}
+    for stage in STAGES[:-1]:
+        marker = layout.marker(stage)
+        if marker.is_file():
+            stages[stage] = json.loads(marker.read_text()).get("wall_s")
+    return {
+        "arguments": dataclasses.asdict(args),
+        **out,
+        "stage_wall_s": stages,
+        "conventions": "Brier = multiclass Brier loss (lower is better); headline numbers are memory-free ('none'); "
+        "intervals are 95 % event-bootstrap; brier_minus_uniform and regret are paired on identical steps.",
+    }
+
+
+def _model_numbers(rows: Sequence[dict[str, Any]], forecaster: tuple[str, str]) -> dict[str, Any]:
+    from forecast_dojo.evaluation import metrics
+
+    mine = [r for r in rows if metrics.forecaster(r) == forecaster]
+    if not mine:
+        return {"steps": 0}
+    summary = metrics.summarize_group(mine)
+    numbers: dict[str, Any] = {
+        "steps": len(mine),
+        "events": len({r["event_id"] for r in mine}),
+        "valid_rate": sum(1 for r in mine if r["valid"]) / len(mine),
+        "brier": summary["brier"],
+        "brier_ci": summary["brier_ci"],
+        "tokens_per_step": summary["tokens"],
+        "wall_s_per_step": summary["wall_s"],
+    }
+    for name, reference in (("brier_minus_uniform", "uniform"), ("regret", "oracle")):
+        with contextlib.suppress(ValueError):
+            diff = metrics.paired_difference(rows, forecaster, (reference, "-"), "brier")
+            numbers[name] = [diff["mean"], *diff["ci"]]
+    return numbers
+
+
+def learning_figure(layout: Layout, path: Path) -> Path | None:
+    """SFT loss and GRPO reward against optimizer steps, from the checkpoints' run files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = []
+    for name, file, key in (
+        ("SFT training loss", layout.sft_model / "sft_run.json", "loss"),
+        ("GRPO reward", layout.grpo_model / "grpo_run.json", "reward"),
+    ):
+        if file.is_file():
+            history = json.loads(file.read_text()).get("log_history", [])
+            points = [(h["step"], h[key]) for h in history if key in h and "step" in h]
+            if points:
+                curves.append((name, points))
+    if not curves:
+        return None
+    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 3.4), squeeze=False)
+    for ax, (name, points) in zip(axes[0], curves, strict=True):
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=2, color="#1f77b4")
+        ax.set_xlabel("optimizer step")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def stage_results(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """Write ``learning.json`` and ``learning.png`` (and their copies under ``results``)."""
+    summary = summarize(args, layout)
+    _write_json(layout.results, summary)
+    figure = learning_figure(layout, layout.figure)
+    if args.results:
+        target = Path(args.results)
+        _write_json(target, summary)
+        if figure is not None:
+            learning_figure(layout, target.with_suffix(".png"))
+    return {key: summary[key].get("brier") for key in ("base", "sft", "grpo") if key in summary}
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[ExperimentArguments, Layout], dict[str, Any]]] = {
+    "spec": stage_spec,
+    "teacher": stage_teacher,
+    "export": stage_export,
+    "sft": stage_sft,
+    "eval": stage_eval,
+    "grpo": stage_grpo,
+    "eval-grpo": stage_eval_grpo,
+    "results": stage_results,
+}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The driver.
+
+
+def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
+    """A folder holds one configuration: refuse to continue another's stages with these arguments."""
+    mine = dataclasses.asdict(args)
+    if layout.arguments.is_file():
+        theirs = json.loads(layout.arguments.read_text())
+        # where results are copied to, and how much GRPO runs, do not change earlier stages' outputs
+        ignore = {"results"}
+        changed = sorted(k for k in mine if k not in ignore and theirs.get(k) != mine[k])
+        if changed:
+            raise ExperimentError(
+                f"{layout.root} holds an experiment with other arguments ({', '.join(changed)}): "
+                "use another --out, or delete the folder to start afresh"
+            )
+    else:
+        _write_json(layout.arguments, mine)
+
+
+def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run (or continue) the experiment; returns ``learning.json``'s content when the results stage ran.
+
+    Args:
+        args: the experiment's arguments.
+        stages: only these stages (in pipeline order); default all, GRPO and its evaluation only when
+            ``args.grpo_max_steps > 0``. A stage whose marker exists is skipped.
+    """
+    args.check()
+    wanted = list(stages) if stages is not None else list(STAGES)
+    unknown = [s for s in wanted if s not in STAGES]
+    if unknown:
+        raise ExperimentError(f"unknown stage(s) {unknown}; known: {list(STAGES)}")
+    if args.grpo_max_steps == 0:
+        wanted = [s for s in wanted if s not in ("grpo", "eval-grpo")]
+    layout = Layout(args.out)
+    layout.root.mkdir(parents=True, exist_ok=True)
+    _check_folder(args, layout)
+    for stage in (s for s in STAGES if s in wanted):
+        marker = layout.marker(stage)
+        if marker.is_file():
+            print(f"[{stage}] done already ({marker}): skipped", flush=True)
+            continue
+        print(f"[{stage}] running", flush=True)
+        started = time.perf_counter()
+        numbers = STAGE_FUNCTIONS[stage](args, layout)
+        wall = round(time.perf_counter() - started, 1)
+        _write_json(marker, {"stage": stage, "wall_s": wall, "load_avg": os.getloadavg(), **numbers})
+        print(f"[{stage}] finished in {wall:.0f} s", flush=True)
+    return json.loads(layout.results.read_text()) if layout.results.is_file() else {}

@@ -1,0 +1,124 @@
+"""The learning experiment: every stage end to end on a tiny random model, and a resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forecast_dojo.training.experiment import (
+    STAGES,
+    ExperimentArguments,
+    ExperimentError,
+    Layout,
+    run_experiment,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _argv(out: Path, model: Path, results: Path) -> list[str]:
+    # Small everything: a world of 26 training events (hashing embedder), 2 held-out events, one
+    # optimizer step of SFT and of GRPO, a tiny random model that writes a few tokens per reply.
+    return [
+        sys.executable,
+        str(REPO / "training" / "experiment.py"),
+        *("--out", str(out), "--results", str(results), "--model", str(model)),
+        *("--embedder", "hashing", "--train_events", "26", "--max_turns", "2", "--max_tool_calls", "1"),
+        *("--eval_events", "syn-0001", "syn-0003", "--eval_concurrency", "2", "--eval_dtype", "float32"),
+        *(
+            "--eval_max_new_tokens",
+            "8",
+            "--sft_max_steps",
+            "1",
+            "--sft_batch_size",
+            "1",
+            "--sft_grad_accum",
+            "1",
+        ),
+        *("--sft_bf16", "false", "--grpo_max_steps", "1", "--grpo_num_generations", "2"),
+        *(
+            "--grpo_max_completion_length",
+            "8",
+            "--extra_grpo",
+            '{"max_tool_calling_iterations": 1, "use_cpu": true}',
+        ),
+    ]
+
+
+@pytest.mark.slow
+def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, tiny_model_dir, tmp_path):
+    out, results = tmp_path / "exp", tmp_path / "docs" / "learning.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["FORECAST_DOJO_CACHE"] = str(synthetic_cache)
+    env["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    argv = _argv(out, tiny_model_dir, results)
+    layout = Layout(out)
+
+    # First run: killed (SIGKILL, no clean-up) once the teacher stage has finished.
+    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 600
+    while not layout.marker("export").exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert first.poll() is None, first.stdout.read().decode()[-3000:] if first.stdout else ""
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    done_before = {s for s in STAGES if layout.marker(s).exists()}
+    assert {"spec", "teacher", "export"} <= done_before and "results" not in done_before
+
+    # Second run: skips what is on disk and finishes.
+    second = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    for stage in done_before:
+        assert f"[{stage}] done already" in second.stdout
+    assert all(layout.marker(s).exists() for s in STAGES)
+
+    learning = json.loads(results.read_text())
+    assert learning == json.loads(layout.results.read_text())
+    for key in ("base", "sft", "grpo"):
+        entry = learning[key]
+        assert entry["steps"] > 0 and 0.0 <= entry["valid_rate"] <= 1.0
+        assert set(entry["modes"]) == {"none", "notebook"}
+        mean, low, high = entry["brier_minus_uniform"]
+        assert low <= mean <= high
+    assert learning["sft"]["agent"] != learning["base"]["agent"]
+    assert learning["stage_wall_s"]["teacher"] is not None
+
+    # A third run costs nothing and changes nothing.
+    third = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert json.loads(results.read_text()) == learning
+    assert all(f"[{s}] done already" in third.stdout for s in STAGES)
+
+
+def test_a_folder_refuses_another_configuration(tmp_path):
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "experiment.json").write_text(
+        json.dumps(ExperimentArguments(out=str(out), train_events=40).__dict__)
+    )
+    with pytest.raises(ExperimentError, match="train_events"):
+        run_experiment(ExperimentArguments(out=str(out), train_events=50), stages=["spec"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("train_events", -1), ("max_turns", 0), ("best_of", -1), ("grpo_max_steps", -2), ("tools", ["search"])],
+)
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
+    args = ExperimentArguments(out=str(tmp_path / "exp"), **{field: value})
+    with pytest.raises(ExperimentError, match=field if field != "tools" else "submit_forecast"):
+        run_experiment(args)
+    assert not (tmp_path / "exp").exists()
+
+
+def test_unknown_stage_is_refused(tmp_path):
+    with pytest.raises(ExperimentError, match="unknown stage"):
+        run_experiment(ExperimentArguments(out=str(tmp_path / "exp")), stages=["sft", "tune"])
