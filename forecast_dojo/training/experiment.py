@@ -43,7 +43,7 @@ __all__ = ["STAGES", "ExperimentArguments", "ExperimentError", "Layout", "run_ex
 
 @dataclass
 class ExperimentArguments:
-    """Arguments of the learning experiment (CPU-sized defaults: about 2 hours on 2 cores).
+    """Arguments of the learning experiment (CPU-sized defaults, estimated at about 2 hours on 2 quiet cores).
 
     Attributes:
         out: the experiment folder (every stage's outputs and markers).
@@ -90,7 +90,7 @@ class ExperimentArguments:
     teacher_rollouts: int = 1
     best_of: int = 1
     max_tokens: int = 1024
-    sft_max_steps: int = 150
+    sft_max_steps: int = 100
     sft_epochs: float = 1.0
     sft_batch_size: int = 2
     sft_grad_accum: int = 4
