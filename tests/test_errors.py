@@ -22,8 +22,8 @@ ALLOWED_BUILTIN_RAISES = {
     ("events/build.py", "TypeError"),  # override() called on something that is not a config dataclass
     ("agents/base.py", "NotImplementedError"),  # abstract method
     ("sandbox.py", "OSError"),  # the seccomp program builder's own jump-range check (a bug, never input)
-    ("trajectory.py", "OSError"),
-    ("tools.py", "TypeError"),  # generated tool methods called with wrong arguments: Python's call contract  # a short write() of 0 bytes: an I/O failure, as os.write has it
+    ("trajectory.py", "OSError"),  # a short write() of 0 bytes: an I/O failure, as os.write has it
+    ("tools.py", "TypeError"),  # generated tool methods called wrongly: Python's call contract
 }
 
 # a missing optional extra is an ImportError, as Python has it; StopIteration ends an iterator
