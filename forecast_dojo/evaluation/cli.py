@@ -266,6 +266,11 @@ def _server_config(args: argparse.Namespace) -> Any:
     )
 
 
+def local_model_label(name: str) -> str:
+    """The agent label of a local model given to ``--agents``: ``smollm2``, or ``hf-<folder name>`` for ``hf:<path>``."""
+    return name if name == "smollm2" else f"hf-{Path(name.removeprefix('hf:')).name}"
+
+
 def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
     from forecast_dojo.agents import AGENTS
 
@@ -285,7 +290,7 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = name if name == "smollm2" else f"hf-{Path(path).name}"
+            label = local_model_label(name)
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,

@@ -41,6 +41,15 @@ MODES = ("none", "notebook")
 __all__ = ["STAGES", "ExperimentArguments", "ExperimentError", "Layout", "run_experiment"]
 
 
+def _fields(kind: str) -> set[str]:
+    """The field names of ``SFTArguments`` (``sft``) or ``GRPOArguments`` (``grpo``)."""
+    if kind == "sft":
+        from forecast_dojo.training.sft import SFTArguments as arguments
+    else:
+        from forecast_dojo.training.grpo import GRPOArguments as arguments  # type: ignore[assignment]
+    return {f.name for f in dataclasses.fields(arguments)}
+
+
 @dataclass
 class ExperimentArguments:
     """Arguments of the learning experiment (CPU-sized defaults, estimated at about 2 hours on 2 quiet cores).
@@ -121,6 +130,10 @@ class ExperimentArguments:
             problems.append(f"grpo_max_steps must be >= 0, got {self.grpo_max_steps}")
         if "submit_forecast" not in self.tools:
             problems.append("tools must include submit_forecast")
+        for name, known in (("extra_sft", _fields("sft")), ("extra_grpo", _fields("grpo"))):
+            unknown = sorted(set(getattr(self, name)) - known)
+            if unknown:
+                problems.append(f"{name} has unknown field(s) {unknown}")
         if problems:
             raise ExperimentError("; ".join(problems))
 
@@ -244,6 +257,16 @@ def stage_export(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     return {"export": report.get("report", report)}
 
 
+def _train(
+    arguments: Any, extra: dict[str, Any], train: Callable[[Any], Any], run_file: Path
+) -> dict[str, Any]:
+    """Apply ``extra`` to a training dataclass, train with it, and return the run file it wrote."""
+    arguments = dataclasses.replace(arguments, **extra)
+    print(f"{type(arguments).__name__}: {arguments}", flush=True)
+    train(arguments)
+    return dict(json.loads(run_file.read_text()))
+
+
 def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """Fine-tune the model on the export."""
     from forecast_dojo.training.sft import SFTArguments, train_sft
@@ -262,10 +285,7 @@ def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         seed=args.seed,
         logging_steps=1,
     )
-    sft = dataclasses.replace(sft, **args.extra_sft)
-    print(f"SFT: {sft}", flush=True)
-    train_sft(sft)
-    summary = json.loads((layout.sft_model / "sft_run.json").read_text())
+    summary = _train(sft, args.extra_sft, train_sft, layout.sft_model / "sft_run.json")
     return {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
 
 
@@ -297,10 +317,7 @@ def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         python=False,
         seed=args.seed,
     )
-    grpo = dataclasses.replace(grpo, **args.extra_grpo)
-    print(f"GRPO: {grpo}", flush=True)
-    train_grpo(grpo)
-    summary = json.loads((layout.grpo_model / "grpo_run.json").read_text())
+    summary = _train(grpo, args.extra_grpo, train_grpo, layout.grpo_model / "grpo_run.json")
     rewards = [h["reward"] for h in summary.get("log_history", []) if "reward" in h]
     return {
         "global_step": summary.get("global_step"),
@@ -327,7 +344,9 @@ def _count_records(study: Path) -> int:
 
 def _label(model: str) -> str:
     """The agent label ``forecast-dojo run`` gives ``hf:<model>``."""
-    return f"hf-{Path(model).name}"
+    from forecast_dojo.evaluation.cli import local_model_label
+
+    return local_model_label(f"hf:{model}")
 
 
 def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:

@@ -110,7 +110,15 @@ def test_a_folder_refuses_another_configuration(tmp_path):
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("train_events", -1), ("max_turns", 0), ("best_of", -1), ("grpo_max_steps", -2), ("tools", ["search"])],
+    [
+        ("train_events", -1),
+        ("max_turns", 0),
+        ("best_of", -1),
+        ("grpo_max_steps", -2),
+        ("tools", ["search"]),
+        ("extra_sft", {"learning_rat": 1e-4}),
+        ("extra_grpo", {"num_generation": 2}),
+    ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
     args = ExperimentArguments(out=str(tmp_path / "exp"), **{field: value})
