@@ -256,7 +256,9 @@ def generate_world(
     generated exactly like the base world (same model and parameters, its own random stream, its own
     fictional countries, cities, outlets, firms, clubs and background noise) and each starting the day
     after the previous one ends, so every training document is available only after the last base
-    event resolves: a base event's episode can never retrieve one. A last, partial block scales its
+    event resolves: a base event's episode can never retrieve one. The other way round, every
+    training event hides the base world's resolution reports (``Event.excluded_doc_ids``), so no
+    training episode reads a held-out outcome. A last, partial block scales its
     background noise and time span with its number of events. Their documents have ids
     ``syn<seed>-t000000``... in time order. Block ``b`` draws from the stream ``(seed, 5, b)``, so the
     first ``k * n_events`` training events are the same for every ``train_events >= k * n_events``.
@@ -333,6 +335,19 @@ def generate_world(
         for block in blocks
         for event, seq in zip(block.events, block.market_seq.spawn(len(block.events)), strict=True)
     ]
+    # Training episodes run after the base world has resolved, so its resolution reports are in their
+    # search window: hide them, or SFT/GRPO on training episodes would teach held-out outcomes.
+    base_reports = tuple(sorted(doc_id for event in base.events for doc_id in resolution_docs[event.id]))
+    if base_reports:
+        base_event_ids = {event.id for event in base.events}
+        events = [
+            event
+            if event.id in base_event_ids
+            else replace(
+                event, excluded_doc_ids=tuple(sorted(set(event.excluded_doc_ids) | set(base_reports)))
+            )
+            for event in events
+        ]
     return SyntheticWorld(
         seed, events, documents, evidence, prior, doc_kinds, resolution_docs, config.to_dict()
     )

@@ -215,3 +215,32 @@ def test_export_finds_the_oracle_of_training_events(extended: SyntheticWorld) ->
     assert oracle == expected and (train_event_id(N_TRAIN - 1), 0) in oracle
     plain = oracle_forecasts({"env_spec": {"world": "synthetic", "seed": 0}})
     assert plain is not None and {k: oracle[k] for k in plain} == plain
+
+
+def test_training_episodes_never_read_a_base_resolution_report(
+    extended: SyntheticWorld, caches: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Training events run after the base world resolved: its outcome reports are hidden from them."""
+    from forecast_dojo.registration import make
+
+    base_ids = [e.id for e in extended.events if not _is_train_only(e.id)]
+    reports = {doc for event_id in base_ids for doc in extended.resolution_docs[event_id]}
+    assert len(reports) >= len(base_ids)
+    for event in extended.events:
+        assert (reports <= set(event.excluded_doc_ids)) is _is_train_only(event.id)
+    # adversarially: a training episode searches for the reports by their own titles and reads their ids
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(caches[0].parent))
+    env = make(
+        "Synthetic-v0", embedder="hashing", retriever="bm25", python_runner=None, train_events=5, split="all"
+    )
+    titles = {d.id: d.title for d in extended.documents if d.id in reports}
+    env.reset(train_event_id(0))
+    seen = []
+    for doc_id, title in sorted(titles.items())[:12]:
+        obs, *_ = env.step(_call("search", query=title, top_k=10))
+        seen.append(obs["messages"][-1]["content"])
+        obs, *_ = env.step(_call("read", doc_id=doc_id))
+        seen.append(obs["messages"][-1]["content"])
+    text = "\n".join(seen)
+    assert not any(title in text for title in titles.values())
+    assert not any(doc_id in text for doc_id in titles)
