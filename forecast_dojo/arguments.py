@@ -16,7 +16,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,8 @@ class Flag:
         zero_is_none: An ``int | None`` field whose "none" is written ``0`` on the command line
             (``--best-of 0`` keeps every record).
         choices: The allowed values.
+        type: What parses the flag's text into the field's value, for a field type the generator
+            does not know (``JsonObject`` for a ``--extra '{...}'`` field).
     """
 
     name: str | None = None
@@ -42,6 +44,7 @@ class Flag:
     invert: bool = False
     zero_is_none: bool = False
     choices: Sequence[str] | None = None
+    type: Callable[[str], Any] | None = None
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -93,17 +96,23 @@ def add_dataclass_arguments(
     *,
     only: Iterable[str] | None = None,
     flags: Mapping[str, Flag] | None = None,
+    style: str = "cli",
 ) -> list[str]:
     """Add one flag per field of the dataclass ``cls`` (or of the fields in ``only``).
 
-    Supported field types: ``bool``, ``int``, ``float``, ``str``, their ``| None`` forms, and
-    ``Sequence[str]`` / ``tuple[str, ...]`` (``nargs="*"``). The flag's ``dest`` is the field name.
+    Supported field types: ``bool``, ``int``, ``float``, ``str``, their ``| None`` forms,
+    ``Sequence[str]`` / ``tuple[str, ...]`` / ``list[str]`` (``nargs="*"``), and any type a
+    :class:`Flag` gives a parser for. The flag's ``dest`` is the field name.
 
     Args:
         parser: The parser or argument group.
         cls: The dataclass.
         only: The fields to expose, in this order (default: every field).
-        flags: Per-field :class:`Flag` overrides (name, help, inversion, ``0`` for None, choices).
+        flags: Per-field :class:`Flag` overrides (name, help, inversion, ``0`` for None, choices, type).
+        style: ``"cli"``: ``--field-name``, a boolean is a switch; ``"trl"``: the flags of
+            ``transformers.HfArgumentParser`` (the training scripts, ``trl sft``): ``--field_name``
+            (``--field-name`` too), a boolean takes an optional value (``--bf16``, ``--bf16 false``)
+            and one that defaults to True also gets ``--no_<field>``.
 
     Returns:
         The names of the fields added.
@@ -118,11 +127,17 @@ def add_dataclass_arguments(
     unknown = [n for n in [*names, *flags] if n not in by_name]
     if unknown:
         raise ConfigError(f"{cls.__name__} has no field(s) {unknown}")
+    if style not in ("cli", "trl"):
+        raise ConfigError(f"style must be 'cli' or 'trl', not {style!r}")
     docs = field_docs(cls)
     for name in names:
         f = by_name[name]
         spec = flags.get(name, Flag())
         flag = spec.name or "--" + name.replace("_", "-")
+        aliases: list[str] = []
+        if style == "trl" and spec.name is None:
+            flag = f"--{name}"
+            aliases = [f"--{name.replace('_', '-')}"] if "_" in name else []
         help_text = spec.help or f.metadata.get("help") or docs.get(name, "")
         help_text = re.sub(r"``([^`]*)``", r"\1", help_text).rstrip(".").replace("%", "%%")
         default = _field_default(f)
@@ -133,6 +148,24 @@ def add_dataclass_arguments(
             kwargs["choices"] = list(choices)
         elif hint is not bool:
             kwargs["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+        if spec.type is not None:
+            parser.add_argument(flag, *aliases, type=spec.type, default=default, **kwargs)
+            continue
+        if hint is bool and style == "trl":
+            kwargs["metavar"] = "{true,false}"
+            parser.add_argument(
+                flag, *aliases, nargs="?", const=True, type=parse_bool, default=default, **kwargs
+            )
+            if default is True:
+                negated = [f"--no_{name}"] + ([f"--no-{name.replace('_', '-')}"] if "_" in name else [])
+                parser.add_argument(
+                    *negated,
+                    dest=name,
+                    action="store_false",
+                    default=argparse.SUPPRESS,
+                    help=f"the same as {flag} false",
+                )
+            continue
         if hint is bool:
             if spec.invert:
                 if default is not True:
@@ -147,7 +180,7 @@ def add_dataclass_arguments(
             item_types = [a for a in typing.get_args(hint) if a is not Ellipsis]
             if item_types and item_types[0] is not str:
                 raise ConfigError(f"{cls.__name__}.{name}: only sequences of str become flags, not {hint}")
-            parser.add_argument(flag, nargs="*", default=list(default or ()), **kwargs)
+            parser.add_argument(flag, *aliases, nargs="*", default=list(default or ()), **kwargs)
             continue
         if hint not in (int, float, str):
             raise ConfigError(f"{cls.__name__}.{name}: a {hint} field cannot become a flag")
@@ -155,8 +188,18 @@ def add_dataclass_arguments(
             if not (optional and hint is int):
                 raise ConfigError(f"{cls.__name__}.{name}: zero_is_none needs an int | None field")
             default = 0 if default is None else default
-        parser.add_argument(flag, type=hint, default=default, **kwargs)
+        parser.add_argument(flag, *aliases, type=hint, default=default, **kwargs)
     return names
+
+
+def parse_bool(text: str) -> bool:
+    """A boolean flag's value as ``HfArgumentParser`` reads it: true/false, yes/no, t/f, y/n, 1/0."""
+    value = text.strip().lower()
+    if value in ("true", "yes", "t", "y", "1"):
+        return True
+    if value in ("false", "no", "f", "n", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def dataclass_from_arguments(
@@ -181,6 +224,7 @@ def dataclass_from_arguments(
     """
     flags = dict(flags or {})
     names = list(only) if only is not None else [f.name for f in dataclasses.fields(cls)]
+    hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for name in names:
         if name in values or not hasattr(args, name):
@@ -188,7 +232,7 @@ def dataclass_from_arguments(
         value = getattr(args, name)
         if flags.get(name, Flag()).zero_is_none and value == 0:
             value = None
-        if isinstance(value, list):
-            value = tuple(value)
+        if isinstance(value, list) and typing.get_origin(_unwrap_optional(hints[name])[0]) is not list:
+            value = tuple(value)  # a list[str] field keeps its list
         kwargs[name] = value
     return cls(**kwargs, **values)

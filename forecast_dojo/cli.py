@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+from collections.abc import Iterator
 
 from forecast_dojo.errors import ForecastDojoError
 
@@ -41,7 +43,48 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(subparsers)
+    for command in parsers(parser):
+        strip_markup(command)
     return parser
+
+
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(?:~?([^`<]*?)\s*<[^`>]*>|~([\w.]+)|([^`]*))`")
+
+
+def plain_text(text: str) -> str:
+    """Help text without reStructuredText markup: ````x```` -> ``x``, ``:class:`~a.B``` -> ``B``."""
+
+    def role(match: re.Match[str]) -> str:
+        titled, short, plain = match.groups()
+        if titled is not None:
+            return titled
+        return short.rsplit(".", 1)[-1] if short is not None else plain
+
+    return _ROLE.sub(role, re.sub(r"``([^`]*)``", r"\1", text))
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subcommand parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                yield from parsers(sub)
+
+
+def strip_markup(parser: argparse.ArgumentParser) -> None:
+    """Remove reStructuredText markup from a parser's description, epilog and help strings (docstrings feed them)."""
+    for attribute in ("description", "epilog"):
+        value = getattr(parser, attribute)
+        if isinstance(value, str):
+            setattr(parser, attribute, plain_text(value))
+    for action in parser._actions:
+        if isinstance(action.help, str):
+            action.help = plain_text(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if isinstance(choice.help, str):
+                    choice.help = plain_text(choice.help)
 
 
 def error_line(command: str, err: BaseException) -> str:

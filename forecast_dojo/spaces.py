@@ -119,6 +119,9 @@ class TextList(Space[list]):
         """False: text cannot be flattened to a numpy array."""
         return False
 
+    def __repr__(self) -> str:
+        return f"TextList(max_items={self.max_items}, max_length={self.max_length})"
+
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, TextList)
@@ -152,6 +155,9 @@ class ChatMessages(Space[list]):
         """False: text cannot be flattened to a numpy array."""
         return False
 
+    def __repr__(self) -> str:
+        return "ChatMessages()"
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ChatMessages)
 
@@ -182,6 +188,9 @@ class AssistantTurn(Space[Any]):
     def is_np_flattenable(self) -> bool:
         """False: text cannot be flattened to a numpy array."""
         return False
+
+    def __repr__(self) -> str:
+        return "AssistantTurn()"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AssistantTurn)

@@ -4,7 +4,10 @@ Their JSON schemas are generated from the signatures and docstrings
 (``transformers.utils.get_json_schema``), so a tool is described exactly once: :func:`tool_interface`
 gives a tool's name, description and typed parameters as one memory mode shows them (memory off:
 ``submit_forecast`` has no ``notebook`` parameter), and both :func:`tool_schemas` and GRPO's tool
-methods (:mod:`forecast_dojo.training.grpo`) are generated from it. Every text a tool
+methods (:mod:`forecast_dojo.training.grpo`) are generated from it. A generated schema is cached on
+disk (``$FORECAST_DOJO_CACHE/tool-schemas``, keyed by a digest of the interface and the transformers
+version), so building an env imports neither transformers nor torch once the cache holds the schemas
+(the generator imports both: about 2 s quiet, far more on shared cores). Every text a tool
 returns comes through the step's :class:`~forecast_dojo.gateway.CutoffView`, and every result
 records the latest ``available_at`` it exposed, which the env checks against the cutoff.
 """
@@ -12,20 +15,25 @@ records the latest ``available_at`` it exposed, which the env checks against the
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
 import inspect
 import json
 import logging
+import os
 import re
 import time
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 from forecast_dojo.errors import NotFoundError
 from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
+from forecast_dojo.paths import cache_root
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
@@ -514,10 +522,59 @@ def tool_schemas(memory: str = "none", enabled: tuple[str, ...] = TOOL_NAMES) ->
 
 
 def _generate_tool_schemas(memory: str, enabled: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [tool_schema(tool_interface(name, memory)) for name in TOOL_NAMES if name in enabled]
+
+
+SCHEMA_CACHE_DIR = "tool-schemas"
+
+
+def schema_cache_path(interface: ToolInterface) -> Path:
+    """Where the generated schema of ``interface`` is cached: a file named by a digest of what it depends on.
+
+    The digest covers the tool's name, docstring, parameters (names, kinds, defaults, type hints) and the
+    installed transformers version (the generator), so any edit of a tool, or another generator, gets
+    a new file and never a stale schema.
+    """
+    try:
+        generator = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        generator = "absent"
+    key = json.dumps(
+        [
+            interface.name,
+            interface.doc,
+            [
+                (p.name, str(p.kind), repr(p.default), repr(interface.hints[p.name]))
+                for p in interface.parameters
+            ],
+            generator,
+        ]
+    )
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return cache_root() / SCHEMA_CACHE_DIR / f"{interface.name}-{digest}.json"
+
+
+def tool_schema(interface: ToolInterface) -> dict[str, Any]:
+    """The OpenAI-style schema ``transformers.utils.get_json_schema`` generates for ``interface`` (cached on disk).
+
+    A cached file that cannot be read or parsed is regenerated; a cache that cannot be written (a
+    read-only home) only costs the generation again next time.
+    """
+    path = schema_cache_path(interface)
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(cached, dict) and cached.get("function", {}).get("name") == interface.name:
+            return cached
+    except (OSError, ValueError):
+        pass
     from transformers.utils import get_json_schema
 
-    return [
-        get_json_schema(tool_interface(name, memory).function(_schema_only))
-        for name in TOOL_NAMES
-        if name in enabled
-    ]
+    schema: dict[str, Any] = get_json_schema(interface.function(_schema_only))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(schema), encoding="utf-8")
+        os.replace(partial, path)  # atomic: a concurrent reader sees the old state or the whole file
+    except OSError:
+        pass
+    return schema

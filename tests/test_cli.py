@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from forecast_dojo import registration
-from forecast_dojo.cli import build_parser, main
+from forecast_dojo.cli import build_parser, main, parsers, plain_text
 
 REPO = Path(__file__).resolve().parents[1]
 FAST = ["--embedder", "hashing", "--no-python"]
@@ -18,8 +19,32 @@ FAST = ["--embedder", "hashing", "--no-python"]
 
 def test_help_lists_every_job():
     text = build_parser().format_help()
-    for job in ("run", "world", "corpus", "events"):
+    for job in ("run", "world", "corpus", "events", "export", "sft", "grpo"):
         assert job in text
+
+
+RST_MARKUP = re.compile(r"``|:[a-z]+(:[a-z]+)?:`")
+
+
+def test_no_help_text_shows_restructuredtext_markup():
+    seen = []
+    for parser in parsers(build_parser()):
+        seen.append(parser.prog)
+        text = parser.format_help()  # also proves every help string formats (no stray %)
+        marked = [line for line in text.splitlines() if RST_MARKUP.search(line)]
+        assert not marked, (parser.prog, marked)
+    for command in ("run", "report", "world", "corpus build", "events build", "export sft", "sft", "grpo"):
+        assert f"forecast-dojo {command}" in seen, seen
+
+
+def test_plain_text_removes_literals_and_roles():
+    assert plain_text("The ``forecast-dojo`` command") == "The forecast-dojo command"
+    assert plain_text("a :class:`~forecast_dojo.errors.ForecastDojoError`") == "a ForecastDojoError"
+    assert (
+        plain_text(":func:`forecast_dojo.make` and :ref:`the guide <guide>`")
+        == "forecast_dojo.make and the guide"
+    )
+    assert plain_text(":py:meth:`~a.B.c`, 10 %% and `x`") == "c, 10 %% and `x`"
 
 
 # The run job's end-to-end tests live in tests/evaluation/test_cli.py.

@@ -1,4 +1,4 @@
-"""GRPO on forecast steps with the environment as reward (a thin script over ``forecast_dojo.training.grpo``).
+"""GRPO on forecast steps with the environment as reward: the same command as ``forecast-dojo grpo``.
 
     python training/grpo.py --model runs/sft-model --output_dir runs/grpo-model --max_steps 20
     forecast-dojo run --agents hf:runs/grpo-model --max-events 4
@@ -12,18 +12,12 @@ from __future__ import annotations
 
 import sys
 
-from transformers import HfArgumentParser
-
-from forecast_dojo.training.grpo import GRPOArguments, train_grpo
+from forecast_dojo.cli import main as forecast_dojo_main
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``GRPOArguments`` from the command line, train, and print where the checkpoint is."""
-    parser = HfArgumentParser(GRPOArguments)
-    (args,) = parser.parse_args_into_dataclasses(args=argv)
-    out = train_grpo(args)
-    print(f"checkpoint: {out}  (play it: forecast-dojo run --agents hf:{out})")
-    return 0
+    return forecast_dojo_main(["grpo", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-"""Supervised fine-tuning on exported trajectories (a thin script over ``forecast_dojo.training.sft``).
+"""Supervised fine-tuning on exported trajectories: the same command as ``forecast-dojo sft``.
 
     python training/sft.py --data runs/sft-data --output_dir runs/sft-model --max_steps 100
     forecast-dojo run --agents hf:runs/sft-model --max-events 4
 
-Every field of ``SFTArguments`` is a flag (``--model``, ``--lora_rank``, ``--bf16``...); ``--data``
+Every field of ``SFTArguments`` is a flag (``--model``, ``--lora_rank``, ``--bf16 false``...); ``--data``
 takes export directories (``forecast-dojo export sft``) or trajectory log directories.
 """
 
@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import sys
 
-from transformers import HfArgumentParser
-
-from forecast_dojo.training.sft import SFTArguments, train_sft
+from forecast_dojo.cli import main as forecast_dojo_main
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``SFTArguments`` from the command line, train, and print where the checkpoint is."""
-    parser = HfArgumentParser(SFTArguments)
-    (args,) = parser.parse_args_into_dataclasses(args=argv)
-    out = train_sft(args)
-    print(f"checkpoint: {out}  (play it: forecast-dojo run --agents hf:{out})")
-    return 0
+    return forecast_dojo_main(["sft", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

