@@ -36,6 +36,7 @@ from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before, truncate_at
 from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
+from forecast_dojo.events.sibling_leak import describe_sibling_leaks, sibling_leak_audit
 from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
@@ -318,6 +319,9 @@ def build_events(
     report["outcome_rates"] = outcome_rates(
         {"train": split.train, "eval": split.eval}, gap=config.outcome_rate_gap
     )
+    report["sibling_leaks"] = {  # cross-question: an answer written in another question of the split
+        name: sibling_leak_audit(part) for name, part in (("train", split.train), ("eval", split.eval))
+    }
     report["schedule_leak"] = schedule_leak_report(
         scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
     )
@@ -688,6 +692,18 @@ def render_markdown(report: dict[str, Any]) -> str:
             ],
             ("events", "episode features", "step features"),
         ) + [""]
+    if report.get("sibling_leaks"):
+        lines += [
+            "## Cross-question leaks",
+            "",
+            "How often a question's answer is written in another question of the same split "
+            "(`forecast_dojo.events.sibling_leak`):",
+            "",
+        ]
+        lines += [
+            f"- {name}: {describe_sibling_leaks(audit)}" for name, audit in report["sibling_leaks"].items()
+        ]
+        lines += [""]
     leak = report["leakage"]
     lines += ["## Leakage screen", ""]
     if not leak["run"]:
