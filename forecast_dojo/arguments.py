@@ -82,11 +82,26 @@ def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
     return hint, False
 
 
+class _Computed:
+    """The flag default of a field whose ``default_factory`` is a function: the dataclass calls it, not the parser.
+
+    Building a parser then runs no such function (one that probes the hardware imports torch), and a
+    flag left out keeps whatever the dataclass computes.
+    """
+
+    def __repr__(self) -> str:
+        return "computed when the run starts"
+
+
+COMPUTED: Any = _Computed()
+
+
 def _field_default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
+        factory = f.default_factory
+        return factory() if isinstance(factory, type) else COMPUTED  # list, dict, JsonObject: cheap
     return None
 
 
@@ -180,7 +195,8 @@ def add_dataclass_arguments(
             item_types = [a for a in typing.get_args(hint) if a is not Ellipsis]
             if item_types and item_types[0] is not str:
                 raise ConfigError(f"{cls.__name__}.{name}: only sequences of str become flags, not {hint}")
-            parser.add_argument(flag, *aliases, nargs="*", default=list(default or ()), **kwargs)
+            listed = default if default is COMPUTED else list(default or ())
+            parser.add_argument(flag, *aliases, nargs="*", default=listed, **kwargs)
             continue
         if hint not in (int, float, str):
             raise ConfigError(f"{cls.__name__}.{name}: a {hint} field cannot become a flag")
@@ -230,6 +246,8 @@ def dataclass_from_arguments(
         if name in values or not hasattr(args, name):
             continue
         value = getattr(args, name)
+        if value is COMPUTED:
+            continue  # not given: the dataclass's default_factory decides
         if flags.get(name, Flag()).zero_is_none and value == 0:
             value = None
         if isinstance(value, list) and typing.get_origin(_unwrap_optional(hints[name])[0]) is not list:

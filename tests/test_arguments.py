@@ -162,3 +162,46 @@ def test_events_build_flags_are_buildconfig_fields():
     args = parser.parse_args([*windows, "--keep-leaks", "--trim-into-eval", "--min-eval-steps", "5"])
     config = dataclass_from_arguments(BuildConfig, args, only=BUILD_FIELDS, flags=BUILD_FLAGS, **extra)
     assert (config.exclude_leaks, config.trim_into_eval, config.min_eval_steps) == (False, True, 5)
+
+
+PROBES: list[int] = []
+
+
+def probe_hardware() -> bool:
+    PROBES.append(1)
+    return True
+
+
+@dataclass
+class TrainerOptions:
+    """Options of a trainer.
+
+    Attributes:
+        output_dir: where it goes.
+        bf16: autocast.
+        native: probed on the machine.
+        data: inputs.
+    """
+
+    output_dir: str = "out"
+    bf16: bool = True
+    native: bool = field(default_factory=probe_hardware)
+    data: list[str] = field(default_factory=list)
+
+
+def test_trl_style_flags_and_defaults_computed_by_the_dataclass():
+    PROBES.clear()
+    parser = argparse.ArgumentParser()
+    add_dataclass_arguments(parser, TrainerOptions, style="trl")
+    assert PROBES == []  # building the parser called no default_factory function
+    options = dataclass_from_arguments(TrainerOptions, parser.parse_args([]))
+    assert options == TrainerOptions(output_dir="out", bf16=True, native=True, data=[]) and len(PROBES) == 1
+    argv = ["--output-dir", "x", "--no_bf16", "--native", "false", "--data", "a", "b"]
+    options = dataclass_from_arguments(TrainerOptions, parser.parse_args(argv))
+    assert options == TrainerOptions(output_dir="x", bf16=False, native=False, data=["a", "b"])
+    assert isinstance(options.data, list)
+    assert (
+        dataclass_from_arguments(TrainerOptions, parser.parse_args(["--bf16", "no", "--bf16"])).bf16 is True
+    )
+    with pytest.raises(ConfigError, match="style"):
+        add_dataclass_arguments(argparse.ArgumentParser(), TrainerOptions, style="hf")

@@ -1,0 +1,119 @@
+"""The README's examples run as written: every command parses, and the cheap ones run (instant embedder).
+
+The SFT recipe block is run by ``tests/training/test_sft.py``; the first command's job by
+``tests/evaluation/test_cli.py::test_run_twice_in_a_row_reuses_the_logs``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import forecast_dojo
+from forecast_dojo import registration
+from forecast_dojo.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+FAST = ["--embedder", "hashing", "--no-python"]  # what every run below adds: the instant embedder, no sandbox
+SCRIPTS = {
+    "python training/sft.py": "sft",
+    "python training/grpo.py": "grpo",
+}  # the same flags as these commands
+
+
+def blocks(language: str) -> list[str]:
+    """The README's fenced code blocks in ``language``."""
+    return re.findall(rf"^```{language}\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+
+
+def shell_lines() -> list[str]:
+    """Every command line of the bash blocks: continuations joined, comments dropped."""
+    lines = []
+    for block in blocks("bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                lines.append(line)
+    return lines
+
+
+def commands() -> list[list[str]]:
+    """``forecast-dojo`` argument lists of the README (each ``&&`` / ``|`` segment; scripts as their commands)."""
+    found = []
+    for line in shell_lines():
+        for segment in re.split(r"&&|\|", line):
+            segment = re.sub(r"\s#.*$", "", segment).split(">")[0].strip()
+            for script, command in SCRIPTS.items():
+                if segment.startswith(script):
+                    segment = f"forecast-dojo {command}" + segment[len(script) :]
+            if segment.startswith("forecast-dojo"):
+                found.append(shlex.split(segment)[1:])
+    return found
+
+
+def test_the_readme_has_the_commands_this_test_reads():
+    jobs = {argv[0] for argv in commands()}
+    assert {"run", "report", "export", "corpus", "events", "sft", "grpo"} <= jobs, jobs
+
+
+@pytest.mark.parametrize("argv", commands(), ids=" ".join)
+def test_every_readme_command_parses(argv):
+    build_parser().parse_args(argv)  # argparse exits (status 2) on an unknown flag or a bad value
+
+
+def play_readme_shell(command: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """Run one README shell line with ``forecast-dojo`` being this checkout's, every ``run`` with :data:`FAST`."""
+    executable = f"{shlex.quote(sys.executable)} -m forecast_dojo.cli"
+    parts = command.split("|")
+    parts = [
+        re.sub(r"^\s*forecast-dojo (run .*?)\s*$", rf"{executable} \1 {' '.join(FAST)} ", part)
+        for part in parts
+    ]
+    env = dict(os.environ, FORECAST_DOJO_CACHE=str(cache))
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        "|".join(parts), shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.mark.slow
+def test_the_single_step_example_runs_as_written(synthetic_cache, tmp_path):
+    lines = [line for line in shell_lines() if "--step" in line]
+    assert len(lines) == 2 and "> nb.json" in lines[0] and "--notebook nb.json" in lines[1]
+    first = play_readme_shell(lines[0], tmp_path, synthetic_cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    notebook = (tmp_path / "nb.json").read_text()
+    assert '"assessment"' in notebook
+    second = play_readme_shell(lines[1], tmp_path, synthetic_cache)
+    assert second.returncode == 0, second.stderr[-3000:]
+    record = second.stdout.strip().splitlines()[-1]
+    assert '"step": 3' in record and '"mode": "notebook"' in record
+
+
+@pytest.mark.slow
+def test_the_rl_loop_block_runs_as_written(synthetic_cache, monkeypatch):
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    monkeypatch.chdir(REPO)  # the block's spec path is relative to the repository root
+    make = registration.make
+
+    def instant(*args, **overrides):  # the block as written, on the instant embedder without the sandbox
+        overrides.setdefault("embedder", "hashing")
+        overrides.setdefault("python_runner", None)
+        return make(*args, **overrides)
+
+    monkeypatch.setattr(registration, "make", instant)  # gym.make's entry point
+    monkeypatch.setattr(forecast_dojo, "make", instant)
+    (block,) = [b for b in blocks("python") if 'gym.make("forecast_dojo/Synthetic-v0"' in b]
+    namespace: dict = {}
+    exec(compile(block, str(README), "exec"), namespace)
+    assert namespace["done"] and namespace["record"].event_id == "syn-0006"
+    assert namespace["obs"]["event_id"] == "syn-0006"  # the spec file's env, reset by positional id
+    assert [t["function"]["name"] for t in namespace["env"].tool_schemas()][-1] == "submit_forecast"
+    assert {e.id for e in namespace["held_out"].events} == {f"syn-{i:04d}" for i in range(1, 40, 2)}
