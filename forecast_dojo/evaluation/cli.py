@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import random
+import sys
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -268,8 +270,19 @@ def _server_config(args: argparse.Namespace) -> Any:
 
 
 def local_model_label(name: str) -> str:
-    """The agent label of a local model given to ``--agents``: ``smollm2``, or ``hf-<folder name>`` for ``hf:<path>``."""
-    return name if name == "smollm2" else f"hf-{Path(name.removeprefix('hf:')).name}"
+    """The agent label of a local model given to ``--agents``: ``smollm2``, or ``hf-<folder name>-<digest>``.
+
+    The digest (6 hex digits of a SHA-256) is of the checkpoint's absolute path when ``hf:<path>`` names
+    a local folder, else of the model id as written, so two checkpoints saved as ``a/model`` and
+    ``b/model`` get different labels, and one folder gets the same label from any working directory.
+    """
+    if name == "smollm2":
+        return name
+    model = name.removeprefix("hf:")
+    path = Path(model).expanduser()
+    key = str(path.resolve()) if path.exists() else model
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    return f"hf-{Path(key).name or model}-{digest}"
 
 
 def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
@@ -352,6 +365,8 @@ def run_command(args: argparse.Namespace) -> int:
     )
     probe = env_for("none", {})
     events = _select(args, list(probe.events), probe.split)
+    if args.step is not None:
+        _check_step(args.step, events)
     # training events: base rate and the honest agent's cue weights
     train_env = None
     train_options = overrides | {"memory": "none", "split": "train"}
@@ -419,6 +434,17 @@ def run_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_step(step: int, events: list[Any]) -> None:
+    """Refuse a ``--step`` that none of the selected events has (the command would play nothing)."""
+    if any(0 <= step < event.n_steps for event in events):
+        return
+    counts = ", ".join(f"{event.id} has {event.n_steps}" for event in events[:10])
+    more = f" and {len(events) - 10} more" if len(events) > 10 else ""
+    raise UsageError(
+        f"--step {step}: no selected event has that step (steps count from 0; {counts}{more}): nothing to play"
+    )
+
+
 def _single_steps(
     args: argparse.Namespace, factories: dict[str, Any], events: list[Any], env_for: Any
 ) -> int:
@@ -432,7 +458,7 @@ def _single_steps(
             env = env_for(mode, {"agent": name, "mode": mode, "single_step": True})
             for event in events:
                 if not 0 <= args.step < event.n_steps:
-                    print(f"{event.id}: no step {args.step} (it has {event.n_steps})")
+                    print(f"note: {event.id}: no step {args.step} (it has {event.n_steps})", file=sys.stderr)
                     continue
                 record = evaluate_step(
                     env, factory(env), event.id, args.step, notebook=notebook if mode == "notebook" else None

@@ -127,3 +127,38 @@ def test_run_evaluates_the_held_out_split_by_default(synthetic_cache, tmp_path, 
     capsys.readouterr()
     assert main([*base, "--event-ids", split.train[0], "--out", str(tmp_path / "x")]) != 0
     assert "in the eval split" in capsys.readouterr().err
+
+
+def test_local_model_labels_of_two_checkpoints_named_alike_differ(tmp_path, monkeypatch):
+    from forecast_dojo.evaluation.cli import local_model_label
+
+    for folder in ("a/model", "b/model"):
+        (tmp_path / folder).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    a, b = local_model_label("hf:a/model"), local_model_label("hf:b/model")
+    assert a != b
+    assert a.startswith("hf-model-") and b.startswith("hf-model-")  # readable: the folder name
+    # deterministic, and the same folder gets the same label however it is written or from where
+    assert local_model_label("hf:a/model") == a == local_model_label(f"hf:{tmp_path}/a/model/")
+    monkeypatch.chdir(tmp_path / "a")
+    assert local_model_label("hf:model") == a == local_model_label("hf:./model")
+    # a hub id (no such folder) keeps its own label; the bundled SmolLM2 keeps its name
+    assert local_model_label("hf:org/model") not in (a, b)
+    assert local_model_label("hf:org/model").startswith("hf-model-")
+    assert local_model_label("smollm2") == "smollm2"
+
+
+def test_a_single_step_selection_that_plays_nothing_is_an_error(
+    synthetic_cache, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    argv = ["run", "--agents", "uniform", "--modes", "notebook", "--event-ids", "syn-0001", "--step", "3"]
+    assert main([*argv, *ARGS, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("forecast-dojo run: error: --step 3: no selected event has that step")
+    assert "syn-0001 has 3" in err[-1]
+    # a step that exists plays and prints one JSON record per (agent, mode, event)
+    assert main([*argv[:-1], "2", *ARGS, "--out", str(tmp_path / "out")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    record = json.loads(lines[-1])
+    assert (record["event_id"], record["step"], record["mode"]) == ("syn-0001", 2, "notebook")
