@@ -127,7 +127,7 @@ def add_dataclass_arguments(
         style: ``"cli"``: ``--field-name``, a boolean is a switch; ``"trl"``: the flags of
             ``transformers.HfArgumentParser`` (the training scripts, ``trl sft``): ``--field_name``
             (``--field-name`` too), a boolean takes an optional value (``--bf16``, ``--bf16 false``)
-            and one that defaults to True also gets ``--no_<field>``.
+            and one that defaults to True (or to what a ``default_factory`` computes) also gets ``--no_<field>``.
 
     Returns:
         The names of the fields added.
@@ -171,7 +171,7 @@ def add_dataclass_arguments(
             parser.add_argument(
                 flag, *aliases, nargs="?", const=True, type=parse_bool, default=default, **kwargs
             )
-            if default is True:
+            if default is True or default is COMPUTED:  # a computed default may be True
                 negated = [f"--no_{name}"] + ([f"--no-{name.replace('_', '-')}"] if "_" in name else [])
                 parser.add_argument(
                     *negated,

@@ -115,3 +115,9 @@ assert logging.is_progress_bar_enabled()  # restored after the load
 """
     result = run_python(code, tmp_path)
     assert "Loading weights" not in result.stderr, result.stderr[-2000:]
+
+
+def test_the_command_line_parser_loads_no_model_library(tmp_path):
+    code = "from forecast_dojo.cli import build_parser\nbuild_parser().format_help()\n" + REPORT
+    result = run_python(code, tmp_path)
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []

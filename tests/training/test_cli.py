@@ -36,7 +36,7 @@ def test_no_flags_give_the_dataclass_defaults(name):
 
 SFT_ARGVS = [
     ["--model", "m", "--data", "a", "b", "--output_dir", "o", "--max_steps", "2", "--bf16", "false"],
-    ["--no_bf16", "--use_cpu", "--lora_rank", "16", "--learning_rate", "1e-4"],
+    ["--bf16", "0", "--use_cpu", "--lora_rank", "16", "--learning_rate", "1e-4"],
     ["--bf16", "--gradient_checkpointing", "true", "--extra", '{"lr_scheduler_type": "cosine"}'],
 ]
 GRPO_ARGVS = [
@@ -100,3 +100,11 @@ def test_an_optional_boolean_takes_a_bare_flag_too():
     assert grpo_arguments(parser.parse_args(["--python"])).python is True
     assert grpo_arguments(parser.parse_args(["--python", "0"])).python is False
     assert grpo_arguments(parser.parse_args([])).python is None
+
+
+def test_a_computed_boolean_default_can_be_switched_off():
+    # SFTArguments.bf16 defaults to what the machine runs natively (computed when the run starts)
+    parser = subparser("sft")
+    assert sft_arguments(parser.parse_args(["--no_bf16"])).bf16 is False
+    assert sft_arguments(parser.parse_args(["--bf16"])).bf16 is True
+    assert sft_arguments(parser.parse_args([])).bf16 == SFTArguments().bf16
