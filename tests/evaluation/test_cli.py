@@ -162,3 +162,24 @@ def test_a_single_step_selection_that_plays_nothing_is_an_error(
     lines = capsys.readouterr().out.strip().splitlines()
     record = json.loads(lines[-1])
     assert (record["event_id"], record["step"], record["mode"]) == ("syn-0001", 2, "notebook")
+
+
+def test_notebook_control_study_has_its_own_default_folder(synthetic_cache, tmp_path, monkeypatch, capsys):
+    from forecast_dojo.evaluation.cli import CONTROLS_OUT, DEFAULT_OUT, default_out
+
+    assert default_out(["none", "notebook"]) == DEFAULT_OUT
+    assert default_out(["notebook", "notebook-stale"]) == CONTROLS_OUT
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    monkeypatch.chdir(tmp_path)
+    base = ["run", *ARGS, "--max-events", "1", "--agents", "evidence-oracle"]
+    assert main([*base, "--modes", "none", "notebook"]) == 0
+    main_report = (tmp_path / DEFAULT_OUT / "report.md").read_text()
+    assert main([*base, "--modes", "notebook", "notebook-empty"]) == 0
+    assert f"in {CONTROLS_OUT}/" in capsys.readouterr().out
+    # the main job's report is intact
+    assert (tmp_path / DEFAULT_OUT / "report.md").read_text() == main_report
+    controls = json.loads((tmp_path / CONTROLS_OUT / "report.json").read_text())
+    assert {(t["agent"], t["memory"]) for t in controls["table"] if t["memory"] != "-"} == {
+        ("evidence-oracle", "notebook"),
+        ("evidence-oracle", "notebook-empty"),
+    }
