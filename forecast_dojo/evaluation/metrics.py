@@ -15,7 +15,16 @@ A *row* is one scored forecast step: a dict with at least ``agent``, ``memory`` 
 ``notebook``, ``no-tools``, a notebook control, or ``-`` for a reference forecaster), ``event_id``,
 ``step``, ``forecast`` and ``outcome_index``; optional ``rollout`` (None for deterministic
 references), ``n_steps``, ``market``, ``oracle``, ``flags``, ``source``, ``horizon_days``,
-``open_at``, ``tokens``, ``tool_calls_by_kind``, ``wall_s``.
+``open_at``, ``tokens``, ``tool_calls_by_kind``, ``wall_s``, and for evidence quality ``seen_docs``,
+``cited_docs`` and ``reference_docs`` (the step's reference set, :mod:`forecast_dojo.evaluation.evidence`).
+
+Beyond the outcome scores (see :func:`step_metrics`): **info_alpha** (Forecast-Dojo's Information-alpha)
+is the agent's log score minus the market's on the realized outcome, ``ln p_agent - ln p_market``
+(both floored like the log loss), where the market has a value: positive means the agent knew more
+than the market. **Source precision** (WorldReasoner's evidence quality) is the share of the documents
+a step searched, read or cited that are in the step's reference set, i.e. time-valid (available before
+the cutoff) and relevant; **evidence recall** the share of the reference set the agent saw (a search
+hit's snippet or a read); **citation precision** the source precision of the cited ids alone.
 
 Aggregation is the mean within each event, then the mean across events (every event weighs the
 same, however many steps it has). Intervals resample events (an event's steps are correlated) with
@@ -43,6 +52,7 @@ N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
 THIRDS = ("first", "middle", "last")
+EVIDENCE_METRICS = ("source_precision", "evidence_recall", "citation_precision")
 
 Row = dict[str, Any]
 Key = tuple[str, int, Any]
@@ -146,7 +156,9 @@ def step_metrics(row: Row) -> dict[str, float]:
     """Every per-step metric of one row: brier, log_loss, accuracy, and where known regret / vs_market.
 
     ``regret`` is ``brier - brier(oracle)`` (synthetic world), ``vs_market`` is ``brier - brier(market)``
-    at the same step (both lower is better for the agent).
+    at the same step (both lower is better for the agent), ``info_alpha`` is
+    ``log_loss(market) - log_loss`` (higher is better for the agent); with a reference set also
+    :func:`evidence_metrics`.
 
     Args:
         row: an evaluation row (``forecast``, ``outcome_index``, optional ``oracle`` and ``market``).
@@ -160,6 +172,37 @@ def step_metrics(row: Row) -> dict[str, float]:
         out["regret"] = out["brier"] - brier_loss(row["oracle"], o)
     if row.get("market") is not None:
         out["vs_market"] = out["brier"] - brier_loss(row["market"], o)
+        out["info_alpha"] = log_loss(row["market"], o) - out["log_loss"]
+    out |= evidence_metrics(row)
+    return out
+
+
+def evidence_metrics(row: Row) -> dict[str, float]:
+    """Source precision, evidence recall and citation precision of one step, where defined.
+
+    Defined only when the row has a reference set (``reference_docs``); precision needs at least one
+    document searched, read or cited, recall a non-empty reference set, citation precision a citation.
+
+    Args:
+        row: an evaluation row (``seen_docs``, ``cited_docs``, ``reference_docs``).
+
+    Returns:
+        ``source_precision``, ``evidence_recall``, ``citation_precision`` (those defined).
+    """
+    reference = row.get("reference_docs")
+    if reference is None:
+        return {}
+    relevant = set(reference)
+    seen = set(row.get("seen_docs") or ())
+    cited = set(row.get("cited_docs") or ())
+    accessed = seen | cited
+    out: dict[str, float] = {}
+    if accessed:
+        out["source_precision"] = len(accessed & relevant) / len(accessed)
+    if relevant:
+        out["evidence_recall"] = len(seen & relevant) / len(relevant)
+    if cited:
+        out["citation_precision"] = len(cited & relevant) / len(cited)
     return out
 
 
@@ -267,8 +310,9 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
     Returns:
         events, steps, rollouts; brier / brier_index / log_loss / accuracy with ``*_ci`` intervals;
         ece; failure rates (``failure_<flag>``, ``failure_any``); mean tool calls, tokens and wall
-        time per step; and where known ``regret`` and ``vs_market`` (with the number of steps they
-        cover, ``market_steps``).
+        time per step; and where known ``regret``, ``vs_market`` and ``info_alpha`` (with the number of
+        steps they cover, ``market_steps``) and the evidence metrics of :data:`EVIDENCE_METRICS`
+        (each with ``*_ci`` and ``*_steps``, the steps where it is defined).
     """
     metrics = [step_metrics(r) for r in rows]
     line: dict[str, Any] = {
@@ -290,7 +334,7 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
     line["ece"] = expected_calibration_error(
         [r["forecast"] for r in rows], [r["outcome_index"] for r in rows], _event_weights(rows)
     )
-    for optional in ("regret", "vs_market"):
+    for optional in ("regret", "vs_market", "info_alpha", *EVIDENCE_METRICS):
         covered = [(r, m) for r, m in pairs if optional in m]
         if covered:
             mean, low, high = event_bootstrap(
@@ -300,6 +344,8 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
             )
             line[optional] = mean
             line[f"{optional}_ci"] = (low, high)
+            if optional in EVIDENCE_METRICS:
+                line[f"{optional}_steps"] = len(covered)
             if optional == "vs_market":
                 line["market_steps"] = len(covered)
                 market_brier = event_mean(

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.evaluation import metrics
-from forecast_dojo.evaluation.study import EPISODE_MODES, STUDY_MODES, study_rows
+from forecast_dojo.evaluation.evidence import load_reference
+from forecast_dojo.evaluation.study import EPISODE_MODES, STUDY_MODES, TOPLINE_MODES, study_rows
 
 REFERENCE = "-"
 
@@ -44,7 +45,13 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         ):
             add((agent, mode), (agent, "notebook"))
         for mode in sorted(m for a, m in present if a == agent and m in EPISODE_MODES):
-            for reference in ("market", "oracle", "base-rate", "uniform"):
+            # a topline's step is not at the reference's cutoff: only the per-event constants pair with it
+            references = (
+                ("base-rate", "uniform")
+                if mode in TOPLINE_MODES
+                else ("market", "oracle", "base-rate", "uniform")
+            )
+            for reference in references:
                 add((agent, mode), (reference, REFERENCE))
     return out
 
@@ -100,6 +107,9 @@ def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None
             for (a, m), group in metrics.group_rows(rows).items()
         },
     }
+    toplines = sorted({r["memory"] for r in rows if r["memory"] in TOPLINE_MODES})
+    if toplines:
+        report["toplines"] = {m: STUDY_MODES[m].description for m in toplines}
     if knowledge_cutoff:
         split = metrics.contamination_split(rows, knowledge_cutoff)
         report["contamination"] = {
@@ -131,11 +141,18 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
         name = t["agent"]
         if name == "market":
             name = f"market ({coverage['with_market']}/{coverage['steps']} steps)"
+        mode = f"{t['memory']} (TOPLINE)" if t["memory"] in TOPLINE_MODES else t["memory"]
         lines.append(
-            f"| {name} | {t['memory']} | {t['events']} | {t['steps']} | {ci} | {t['brier_index']:.1f} | "
+            f"| {name} | {mode} | {t['events']} | {t['steps']} | {ci} | {t['brier_index']:.1f} | "
             f"{t['log_loss']:.4f} | {t['accuracy']:.3f} | {t['ece']:.3f} | {t['failure_any']:.1%} | "
             f"{t['tool_calls']:.2f} | {t['tokens']:.0f} |"
         )
+    for mode, description in report.get("toplines", {}).items():
+        lines += [
+            "",
+            f"TOPLINE: {mode} is an upper reference by design, not a forecast ({description}); "
+            "its rows are not comparable with forecasts made at the events' own cutoffs.",
+        ]
     lines += [
         "",
         "## Paired differences (a - b on identical (event, step, rollout); Brier: negative = a better)",
@@ -160,6 +177,7 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
         f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['events']} | {c['brier']:.4f} |"
         for c in report["source"]
     ]
+    lines += _evidence_section(report)
     if "contamination" in report:
         c = report["contamination"]
         lines += [
@@ -176,6 +194,53 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+def _interval(t: dict[str, Any], name: str, signed: bool = False) -> str:
+    """``mean [low, high]`` of a table line's metric, ``-`` where it is not defined."""
+    value = t.get(name)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    low, high = t.get(f"{name}_ci", (float("nan"), float("nan")))
+    fmt = "+.3f" if signed else ".3f"
+    if low is None or math.isnan(low):
+        return format(value, fmt)
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
+def _evidence_section(report: dict[str, Any]) -> list[str]:
+    """The information and evidence-quality table (info_alpha beside skill vs the market; precision, recall)."""
+    names = ("info_alpha", "source_precision", "evidence_recall", "citation_precision")
+    table = [t for t in report["table"] if t["agent"] != "market" and any(n in t for n in names)]
+    if not table:
+        return []
+    lines = [
+        "",
+        "## Information and evidence quality",
+        "",
+        "info_alpha = log score - the market's log score on the realized outcome (market steps only; "
+        "higher = the agent knew more than the market). Source precision = share of the documents a "
+        "step searched, read or cited that are time-valid and relevant (in the step's reference set); "
+        "evidence recall = share of the reference set the agent saw; citation precision = the same "
+        "precision over cited ids only.",
+    ]
+    if report.get("evidence_reference"):
+        lines += ["", f"Reference set: {report['evidence_reference']}."]
+    lines += [
+        "",
+        "| forecaster | mode | info_alpha (95% CI) | skill vs market | source precision (95% CI) | "
+        "evidence recall (95% CI) | citation precision | steps with a reference |",
+        "| --- | --- | --- | ---: | --- | --- | --- | ---: |",
+    ]
+    for t in table:
+        skill = t.get("skill_vs_market")
+        skill_text = "-" if skill is None or math.isnan(skill) else f"{skill:+.3f}"
+        lines.append(
+            f"| {t['agent']} | {t['memory']} | {_interval(t, 'info_alpha', signed=True)} | {skill_text} | "
+            f"{_interval(t, 'source_precision')} | {_interval(t, 'evidence_recall')} | "
+            f"{_interval(t, 'citation_precision')} | {t.get('evidence_recall_steps', 0)} |"
+        )
+    return lines
 
 
 def write_report(
@@ -203,6 +268,11 @@ def write_report(
                 seen.add(key)
                 rows.append(row)
     report = build_report(rows, knowledge_cutoff=knowledge_cutoff)
+    kinds = sorted(
+        {f"{ref.kind} ({ref.note})" for ref in (load_reference(run) for run in runs) if ref is not None}
+    )
+    if kinds:
+        report["evidence_reference"] = "; ".join(kinds)
     figures: list[str] = []
     if plots:
         from forecast_dojo.evaluation.plots import plot_report

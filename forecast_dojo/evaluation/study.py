@@ -14,7 +14,10 @@ research), and the notebook controls ``notebook-empty``, ``notebook-stale`` (the
 notebook from two steps before), ``notebook-shuffled`` (another event's notebook at the same step,
 labels mapped by position) and ``notebook-oracle`` (synthetic world: the oracle's posterior at the
 previous step): each replays single steps (``reset(options={"step", "notebook"})``) of the
-``notebook`` run's events (:func:`control_notebook`).
+``notebook`` run's events (:func:`control_notebook`); and the topline ``near-resolution``
+(WorldReasoner's condition: memory-free, each event one step with the gateway a day before it
+resolved, :func:`forecast_dojo.events.schedule.near_resolution_event`), an upper reference that
+sees what no forecaster could: never a default, and labelled as such in reports.
 
 Episodes are played by :func:`forecast_dojo.evaluation.runner.play_episode`, the library's one
 episode loop. Resuming: rerunning the same study reads each log
@@ -43,7 +46,9 @@ from forecast_dojo.budgets import Budgets
 from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.errors import ConfigError
 from forecast_dojo.errors import StudyError as StudyError
+from forecast_dojo.evaluation.evidence import attach_reference, load_reference
 from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, resume_episode
+from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
@@ -67,6 +72,10 @@ class StudyMode:
         submit_only: Only ``submit_forecast``, one turn (no research).
         control: A notebook control (:func:`control_notebook`): the mode replays single steps of the
             same agent's ``notebook`` run from the notebook the control gives.
+        schedule: The env's schedule (``forecast_dojo.env.SCHEDULES``): ``cutoffs`` (the events' own)
+            or ``near-resolution`` (one step a day before resolution).
+        topline: The mode is an upper reference by design (it sees what a forecaster could not), never
+            a forecast: reports label it so and no default runs it.
     """
 
     name: str
@@ -74,10 +83,20 @@ class StudyMode:
     description: str
     submit_only: bool = False
     control: str | None = None
+    schedule: str = "cutoffs"
+    topline: bool = False
+
+    def scheduled(self, events: Sequence[Event]) -> list[Event]:
+        """The events as this mode's env plays them (its schedule applied, as ``ForecastDojoEnv`` does)."""
+        if self.schedule == "near-resolution":
+            return [near_resolution_event(e) for e in events]
+        return list(events)
 
     def env_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``registration.make`` keywords for this mode's env: ``options`` with the mode's memory and tools."""
         result = dict(options) | {"memory": self.memory}
+        if self.schedule != "cutoffs":
+            result["schedule"] = self.schedule
         if self.submit_only:
             result.pop("max_turns", None)
             result.pop("max_tool_calls", None)
@@ -91,6 +110,13 @@ STUDY_MODES: dict[str, StudyMode] = {
         StudyMode("none", "none", "memory-free"),
         StudyMode("notebook", "notebook", "memory-on: the belief notebook is carried between steps"),
         StudyMode("no-tools", "none", "memory-free, only submit_forecast, one turn", submit_only=True),
+        StudyMode(
+            "near-resolution",
+            "none",
+            "TOPLINE, not a forecast: memory-free, one step with the gateway a day before resolution",
+            schedule="near-resolution",
+            topline=True,
+        ),
         StudyMode(
             "notebook-empty",
             "notebook",
@@ -108,6 +134,7 @@ STUDY_MODES: dict[str, StudyMode] = {
 }
 MODES = tuple(STUDY_MODES)
 EPISODE_MODES = tuple(m.name for m in STUDY_MODES.values() if m.control is None)  # whole episodes
+TOPLINE_MODES = tuple(m.name for m in STUDY_MODES.values() if m.topline)  # upper references, never forecasts
 CONTROLS = tuple(m.control for m in STUDY_MODES.values() if m.control is not None)
 
 
@@ -356,8 +383,9 @@ def run_study(
                 jobs, done = plan_controls(directory, log_dir(out, name, "notebook"), control, events, oracle)
                 total = done + len(jobs)
             else:
-                jobs, done = plan_episodes(directory, events, rollouts, seed, env_memory(mode))
-                total = sum(e.n_steps for e in events) * rollouts
+                mode_events = STUDY_MODES[mode].scheduled(events)  # near-resolution: one step per event
+                jobs, done = plan_episodes(directory, mode_events, rollouts, seed, env_memory(mode))
+                total = sum(e.n_steps for e in mode_events) * rollouts
             reused += done
             logs.append(directory)
             if not jobs:
@@ -433,7 +461,9 @@ def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
     """Every row of a study folder: its logs (mode from the folder) and its reference records.
 
-    Rows get ``horizon_days`` (cutoff to the question's close) and ``open_at`` from ``study.json``.
+    Rows get ``horizon_days`` (cutoff to the question's close) and ``open_at`` from ``study.json``,
+    and, when the folder has an evidence reference (``evidence.json``,
+    :mod:`forecast_dojo.evaluation.evidence`), agents' rows their step's ``reference_docs``.
 
     Args:
         out: the study folder.
@@ -464,4 +494,5 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
             cutoff = datetime.fromisoformat(row["cutoff"].replace("Z", "+00:00"))
             row["horizon_days"] = (datetime.fromisoformat(event["close_at"]) - cutoff).total_seconds() / 86400
             row["open_at"] = event["open_at"]
+    attach_reference(rows, load_reference(out))
     return rows

@@ -1,0 +1,194 @@
+"""Evidence quality (source precision, evidence recall, citations) and info_alpha: hand-computed and on the synthetic world."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from forecast_dojo.agents.base import tool_call
+from forecast_dojo.agents.scripted import EvidenceAgent, UniformAgent
+from forecast_dojo.errors import DataError
+from forecast_dojo.evaluation.evidence import (
+    EVIDENCE_FILE,
+    EvidenceReference,
+    attach_reference,
+    load_reference,
+    save_reference,
+    synthetic_reference,
+)
+from forecast_dojo.evaluation.metrics import evidence_metrics, log_loss, step_metrics, summarize
+from forecast_dojo.evaluation.runner import Episode, play_episode, record_row
+from forecast_dojo.synthetic import generate_world
+from forecast_dojo.timeutil import parse_instant
+from forecast_dojo.tools import MAX_CITATIONS, citations_error, tool_schemas
+
+
+def row(event_id="e1", step=0, forecast=(0.7, 0.3), outcome=0, **extra):
+    return {
+        "agent": "a",
+        "memory": "none",
+        "event_id": event_id,
+        "step": step,
+        "rollout": 0,
+        "forecast": list(forecast),
+        "outcome_index": outcome,
+        "flags": [],
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------- hand-computed
+
+
+def test_info_alpha_is_the_log_score_minus_the_markets():
+    r = row(forecast=(0.8, 0.2), market=[0.5, 0.5])
+    assert step_metrics(r)["info_alpha"] == pytest.approx(math.log(0.8) - math.log(0.5))
+    worse = row(forecast=(0.2, 0.8), market=[0.5, 0.5])
+    assert step_metrics(worse)["info_alpha"] == pytest.approx(math.log(0.2) - math.log(0.5))
+    floored = row(forecast=(0.0, 1.0), market=[0.9, 0.1])  # the log loss's floor applies to both
+    assert step_metrics(floored)["info_alpha"] == pytest.approx(
+        log_loss([0.9, 0.1], 0) - log_loss([0.0, 1.0], 0)
+    )
+    assert "info_alpha" not in step_metrics(row())  # no market, no info_alpha
+
+
+def test_precision_recall_and_citation_precision_by_hand():
+    r = row(seen_docs=["a", "b", "c", "x"], cited_docs=["a", "future"], reference_docs=["a", "b", "d", "e"])
+    m = evidence_metrics(r)
+    # accessed = {a, b, c, x, future}: a and b are relevant and time-valid
+    assert m["source_precision"] == pytest.approx(2 / 5)
+    assert m["evidence_recall"] == pytest.approx(2 / 4)  # seen a, b of {a, b, d, e}
+    assert m["citation_precision"] == pytest.approx(1 / 2)  # 'future' is not in the step's reference set
+    assert evidence_metrics(row(seen_docs=["a"])) == {}  # no reference set: nothing defined
+    nothing = evidence_metrics(row(seen_docs=[], cited_docs=[], reference_docs=["a"]))
+    assert nothing == {"evidence_recall": 0.0}  # no tools: recall 0, precision undefined
+    assert evidence_metrics(row(seen_docs=["z"], reference_docs=[])) == {"source_precision": 0.0}
+
+
+def test_summary_carries_the_new_rows_with_intervals_and_step_counts():
+    rows = [
+        row("e1", 0, seen_docs=["a", "b"], reference_docs=["a"], market=[0.5, 0.5]),
+        row("e1", 1, seen_docs=["a"], reference_docs=["a", "c"], market=[0.6, 0.4]),
+        row("e2", 0, seen_docs=["q"], reference_docs=["q", "r"], market=[0.5, 0.5]),
+        row("e3", 0, seen_docs=["s"], reference_docs=[]),
+    ]
+    [line] = summarize(rows, n_boot=200)
+    # precision per event: e1 (1/2 + 1) / 2 = 0.75, e2 1.0, e3 0.0 -> mean 0.5833
+    assert line["source_precision"] == pytest.approx((0.75 + 1.0 + 0.0) / 3)
+    assert line["source_precision_steps"] == 4
+    # recall: e1 (1 + 1/2) / 2 = 0.75, e2 0.5 (e3 has an empty reference: undefined)
+    assert line["evidence_recall"] == pytest.approx((0.75 + 0.5) / 2)
+    assert line["evidence_recall_steps"] == 3
+    low, high = line["evidence_recall_ci"]
+    assert low <= line["evidence_recall"] <= high
+    alpha = (
+        (math.log(0.7) - math.log(0.5) + math.log(0.7) - math.log(0.6)) / 2 + math.log(0.7) - math.log(0.5)
+    ) / 2
+    assert line["info_alpha"] == pytest.approx(alpha)
+    assert "citation_precision" not in line
+
+
+def test_reference_round_trips_and_bad_files_are_clear_errors(tmp_path):
+    ref = EvidenceReference(
+        "synthetic", {"e1": [("d1", "2031-01-02T00:00:00Z"), ("d2", "2031-01-05T12:00:00Z")]}, note="n"
+    )
+    save_reference(tmp_path, ref)
+    assert load_reference(tmp_path) == ref
+    assert ref.at("e1", "2031-01-05T12:00:00Z") == ["d1"]  # strictly before the cutoff
+    assert ref.at("e1", "2031-01-05T12:00:01Z") == ["d1", "d2"]
+    assert ref.at("other", "2031-01-05T00:00:00Z") is None
+    (tmp_path / EVIDENCE_FILE).write_text(json.dumps(ref.to_dict() | {"kind": "guess"}))
+    with pytest.raises(DataError, match="kind"):
+        load_reference(tmp_path)
+    (tmp_path / EVIDENCE_FILE).write_text("{")
+    with pytest.raises(DataError, match="not valid JSON"):
+        load_reference(tmp_path)
+    assert load_reference(tmp_path / "nothing-here") is None
+
+
+# ---------------------------------------------------------------- citations on submit_forecast
+
+
+def test_citations_are_optional_in_the_generated_schema():
+    for memory in ("none", "notebook"):
+        [schema] = [s for s in tool_schemas(memory) if s["function"]["name"] == "submit_forecast"]
+        parameters = schema["function"]["parameters"]
+        assert parameters["properties"]["citations"]["type"] == "array"
+        assert "citations" not in parameters["required"]
+    assert citations_error(None) is None and citations_error(["a", "b"]) is None
+    assert "list of document id strings" in citations_error("a")
+    assert "list of document id strings" in citations_error([1])
+    assert "cap" in citations_error(["x"] * (MAX_CITATIONS + 1))
+
+
+def test_citations_are_logged_and_a_malformed_list_refuses_the_submission(make_synthetic_env):
+    env = make_synthetic_env()
+    event = env.events[0]
+    uniform = [1 / len(event.outcomes)] * len(event.outcomes)
+    env.reset(event.id)
+    _, _, _, _, info = env.step(tool_call("submit_forecast", probabilities=uniform, citations="syn0-00001"))
+    assert not info["step_ended"]  # refused: the step goes on
+    _, _, _, _, info = env.step(
+        tool_call("submit_forecast", probabilities=uniform, citations=["syn0-99999", "x"])
+    )
+    assert info["step_ended"]
+    fields = record_row(info["record"])
+    assert fields["cited_docs"] == ["syn0-99999", "x"]  # as written; the agent is told nothing about them
+    assert fields["seen_docs"] == []
+
+
+# ---------------------------------------------------------------- the synthetic world: the exact reference
+
+
+@pytest.fixture(scope="module")
+def world():
+    return generate_world(0)
+
+
+def test_the_synthetic_reference_is_the_generators_evidence(world):
+    ref = synthetic_reference(world)
+    for event in world.events[:10]:
+        for cutoff in event.cutoffs:
+            expected = sorted(ev.doc_id for ev in world.evidence[event.id] if ev.available_at < cutoff)
+            assert ref.at(event.id, cutoff) == expected
+            assert all(world.doc_kinds[d] == "evidence" for d in expected)
+            assert not set(expected) & set(world.resolution_docs[event.id])
+
+
+def play(env, agent_factory, events):
+    records = []
+    for index, event in enumerate(events):
+        records += play_episode(env, agent_factory(), Episode(event.id, seed=index))
+    return records
+
+
+def test_oracle_informed_agents_recall_matches_the_generator(make_synthetic_env, world):
+    env = make_synthetic_env(memory="notebook")
+    events = env.events[:6]
+    records = play(env, EvidenceAgent, events)
+    rows = [record_row(r, "evidence") for r in records]
+    attach_reference(rows, synthetic_reference(world))
+    by_id = {e.id: e for e in world.events}
+    recalls = []
+    for record, r in zip(records, rows, strict=True):
+        cutoff = parse_instant(record.cutoff)
+        generator = {ev.doc_id for ev in world.evidence[record.event_id] if ev.available_at < cutoff}
+        hits = {d for call in record.tool_calls if call.name == "search" for d in call.doc_ids}
+        assert set(r["reference_docs"]) == generator
+        metrics = evidence_metrics(r)
+        if generator:
+            assert metrics["evidence_recall"] == pytest.approx(len(hits & generator) / len(generator))
+            recalls.append(metrics["evidence_recall"])
+        assert metrics["source_precision"] == pytest.approx(len(hits & generator) / len(hits))
+        # every document the cue reader weighed (its notebook's evidence) is one of the generator's
+        weighed = {d for e in json.loads(record.notebook_out)["evidence"] for d in e["doc_ids"]}
+        assert weighed <= {ev.doc_id for ev in world.evidence[record.event_id]}
+        assert all(ev.available_at < cutoff for ev in world.evidence[record.event_id] if ev.doc_id in weighed)
+        assert by_id[record.event_id].id == record.event_id
+    assert recalls and sum(recalls) / len(recalls) > 0.5  # it finds most of the evidence
+    uniform_rows = [record_row(r, "uniform") for r in play(make_synthetic_env(), UniformAgent, events)]
+    attach_reference(uniform_rows, synthetic_reference(world))
+    assert all("source_precision" not in evidence_metrics(r) for r in uniform_rows)
+    assert all(evidence_metrics(r).get("evidence_recall", 0.0) == 0.0 for r in uniform_rows)
