@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from forecast_dojo.errors import NotFoundError
+from forecast_dojo.errors import NotFoundError, UntrustedInputError
 from forecast_dojo.gateway import CutoffView, LeakageError
+from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.schema import SchemaError, check_distribution
 from forecast_dojo.timeutil import from_micros
@@ -329,6 +330,7 @@ class ForecastTools:
         notebook: dict | None = None,
         rationale: str | None = None,
         citations: list[str] | None = None,
+        graph: dict | None = None,
     ) -> ToolResult:
         """Submit your final probability forecast for this step; this ends the step.
 
@@ -337,10 +339,16 @@ class ForecastTools:
             notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
             citations: Optional: the ids of the documents the forecast rests on (logged, not scored).
+            graph: Optional: a small dated causal graph of your reasoning, {"events": [{"id", "date": "YYYY-MM-DD", "text"}], "links": [{"from", "to": an event id or "outcome", "sign": "+" or "-"}]} (logged, not scored).
         """
         citation_error = citations_error(citations)
         if citation_error is not None:
             return ToolResult("", error=f"{citation_error}; forecast not submitted")
+        if graph is not None:
+            try:
+                parse_graph(graph)
+            except UntrustedInputError as err:
+                return ToolResult("", error=f"graph rejected, forecast not submitted: {err}")
         forecast, forecast_error = self._read_probabilities(probabilities)
         parsed_notebook = None
         if self.memory == "notebook" and notebook is not None:

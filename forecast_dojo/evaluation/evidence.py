@@ -21,6 +21,7 @@ Researcher-facing only: never shown to an agent.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,21 +39,49 @@ if TYPE_CHECKING:
 EVIDENCE_FILE = "evidence.json"
 REFERENCE_KINDS = ("synthetic", "hindsight")
 EVIDENCE_FORMAT_VERSION = 1
+KEY_EVENTS = 5  # WorldReasoner's top-K hindsight events per step
+KEY_TEXT_CHARS = 300
+
+
+@dataclass(frozen=True)
+class ReferenceDocument:
+    """One document of a reference: when it became available, its date and text, and how much it bears.
+
+    Attributes:
+        doc_id: The document id.
+        available_at: When it became visible (ISO 8601 UTC).
+        date: Its publication day (``YYYY-MM-DD``): the date a key event is matched on.
+        text: Its title and the start of its text (for key-event matching).
+        weight: How strongly it bears on the question (synthetic: the tier's log likelihood ratio;
+            hindsight: the share of the question's salient terms it holds); key events are the heaviest.
+    """
+
+    doc_id: str
+    available_at: str
+    date: str = ""
+    text: str = ""
+    weight: float = 1.0
 
 
 @dataclass(frozen=True)
 class EvidenceReference:
-    """Per event, the documents bearing on its question and when each became available.
+    """Per event, the documents bearing on its question (see the module docstring).
 
     Attributes:
-        kind: ``synthetic`` (the generator's exact evidence) or ``hindsight`` (see the module docstring).
-        documents: event id -> ``[(doc_id, available_at ISO)]`` in time order.
+        kind: ``synthetic`` (the generator's exact evidence) or ``hindsight``.
+        documents: event id -> its reference documents in time order.
         note: How the reference was built (shown in the report).
     """
 
     kind: str
-    documents: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    documents: dict[str, list[ReferenceDocument]] = field(default_factory=dict)
     note: str = ""
+
+    def _before(self, event_id: str, cutoff: str | datetime) -> list[ReferenceDocument] | None:
+        if event_id not in self.documents:
+            return None
+        limit = to_micros(parse_instant(cutoff) if isinstance(cutoff, str) else cutoff)
+        return [d for d in self.documents[event_id] if to_micros(parse_instant(d.available_at)) < limit]
 
     def at(self, event_id: str, cutoff: str | datetime) -> list[str] | None:
         """The step's reference set: the event's documents available strictly before ``cutoff``.
@@ -64,10 +93,24 @@ class EvidenceReference:
         Returns:
             The sorted ids, or None when the reference does not cover the event.
         """
-        if event_id not in self.documents:
-            return None
-        limit = to_micros(parse_instant(cutoff) if isinstance(cutoff, str) else cutoff)
-        return sorted(d for d, at in self.documents[event_id] if to_micros(parse_instant(at)) < limit)
+        docs = self._before(event_id, cutoff)
+        return None if docs is None else sorted(d.doc_id for d in docs)
+
+    def key_events(self, event_id: str, cutoff: str | datetime, k: int = KEY_EVENTS) -> list[dict[str, str]]:
+        """The step's hindsight key events: its ``k`` heaviest reference documents before ``cutoff``.
+
+        Args:
+            event_id: The event.
+            cutoff: The step's cutoff.
+            k: How many (WorldReasoner's top-K).
+
+        Returns:
+            ``[{"doc_id", "date", "text"}]``, heaviest first (then latest, then by id); empty when
+            the reference does not cover the event.
+        """
+        docs = self._before(event_id, cutoff) or []
+        docs = sorted(docs, key=lambda d: (-d.weight, _negated(d.date), d.doc_id))[:k]
+        return [{"doc_id": d.doc_id, "date": d.date, "text": d.text} for d in docs]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``evidence.json``."""
@@ -75,7 +118,7 @@ class EvidenceReference:
             "format_version": EVIDENCE_FORMAT_VERSION,
             "kind": self.kind,
             "note": self.note,
-            "documents": {e: [list(d) for d in docs] for e, docs in sorted(self.documents.items())},
+            "documents": {e: [vars(d) for d in docs] for e, docs in sorted(self.documents.items())},
         }
 
     @classmethod
@@ -96,23 +139,38 @@ class EvidenceReference:
         documents = data.get("documents")
         if not isinstance(documents, dict):
             raise DataError(f"{where}: field 'documents' must be an object by event id")
-        out: dict[str, list[tuple[str, str]]] = {}
+        out: dict[str, list[ReferenceDocument]] = {}
         for event_id, docs in documents.items():
-            if not isinstance(docs, list) or not all(
-                isinstance(d, list) and len(d) == 2 and all(isinstance(x, str) for x in d) for d in docs
-            ):
-                raise DataError(
-                    f"{where}: field 'documents'[{event_id!r}] must be a list of [doc_id, available_at]"
-                )
-            for _, at in docs:
-                try:
-                    parse_instant(at)
-                except (ValueError, TypeError) as err:
-                    raise DataError(
-                        f"{where}: field 'documents'[{event_id!r}]: bad instant {at!r} ({err})"
-                    ) from err
-            out[event_id] = [(d, at) for d, at in docs]
+            if not isinstance(docs, list):
+                raise DataError(f"{where}: field 'documents'[{event_id!r}] must be a list")
+            out[event_id] = [
+                _document(d, f"{where}: field 'documents'[{event_id!r}][{i}]") for i, d in enumerate(docs)
+            ]
         return cls(kind=data["kind"], documents=out, note=str(data.get("note") or ""))
+
+
+def _negated(day: str) -> tuple[int, ...]:
+    """A sort key that puts later days first."""
+    return tuple(-ord(c) for c in day)
+
+
+def _document(data: Any, where: str) -> ReferenceDocument:
+    if not isinstance(data, dict) or not isinstance(data.get("doc_id"), str) or not data["doc_id"]:
+        raise DataError(f"{where}: expected an object with a string 'doc_id'")
+    try:
+        parse_instant(data.get("available_at"))
+    except (ValueError, TypeError) as err:
+        raise DataError(f"{where}: field 'available_at' is not an instant ({err})") from err
+    weight = data.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise DataError(f"{where}: field 'weight' must be a number")
+    return ReferenceDocument(
+        data["doc_id"],
+        str(data["available_at"]),
+        str(data.get("date") or ""),
+        str(data.get("text") or ""),
+        float(weight),
+    )
 
 
 def save_reference(out: str | Path, reference: EvidenceReference) -> Path:
@@ -149,12 +207,22 @@ def synthetic_reference(world: SyntheticWorld, events: Sequence[Event] | None = 
     Returns:
         A ``synthetic`` reference.
     """
+    from forecast_dojo.synthetic.model import TIER_LIKELIHOOD_RATIO
+
     chosen = list(events) if events is not None else list(world.events)
+    by_id = {d.id: d for d in world.documents}
     documents = {}
     for event in chosen:
         hidden = set(event.excluded_doc_ids)
         documents[event.id] = [
-            (ev.doc_id, iso(ev.available_at))
+            _reference_document(
+                by_id[ev.doc_id].title,
+                by_id[ev.doc_id].text,
+                ev.doc_id,
+                ev.available_at,
+                by_id[ev.doc_id].published_at,
+                math.log(TIER_LIKELIHOOD_RATIO[ev.tier]),
+            )
             for ev in world.evidence.get(event.id, [])
             if ev.doc_id not in hidden
         ]
@@ -189,17 +257,26 @@ def hindsight_reference(
     from forecast_dojo.events.relevance import RelevanceIndex
 
     index = RelevanceIndex(corpus)
-    documents: dict[str, list[tuple[str, str]]] = {}
+    documents: dict[str, list[ReferenceDocument]] = {}
     for event in events:
         lo, hi = index.rows_between(event.open_at - timedelta(days=lookback_days), event.close_at)
         hidden = set(event.excluded_doc_ids)
         found = index.matches(event.question, lo, hi, min_coverage=min_coverage, top_k=top_k)
-        rows = sorted(m.row for m in found)
         docs = []
-        for row in rows:
-            doc_id = corpus.field("id", row)
-            if doc_id not in hidden:
-                docs.append((doc_id, iso(from_micros(int(corpus.available_us[row])))))
+        for match in sorted(found, key=lambda m: m.row):
+            doc_id = corpus.field("id", match.row)
+            if doc_id in hidden:
+                continue
+            docs.append(
+                _reference_document(
+                    corpus.field("title", match.row) or "",
+                    corpus.text(match.row),
+                    doc_id,
+                    from_micros(int(corpus.available_us[match.row])),
+                    from_micros(int(corpus.published_us[match.row])),
+                    match.coverage,
+                )
+            )
         documents[event.id] = docs
     return EvidenceReference(
         "hindsight",
@@ -209,8 +286,20 @@ def hindsight_reference(
     )
 
 
+def _reference_document(
+    title: str, text: str, doc_id: str, available: datetime, published: datetime, weight: float
+) -> ReferenceDocument:
+    body = " ".join(f"{title}. {text}".split()) if title else " ".join(text.split())
+    return ReferenceDocument(
+        doc_id, iso(available), published.date().isoformat(), body[:KEY_TEXT_CHARS], weight
+    )
+
+
 def attach_reference(rows: Sequence[dict[str, Any]], reference: EvidenceReference | None) -> None:
-    """Give every agent row its step's reference set (``reference_docs``) in place; references' rows get none.
+    """Give every agent row its step's reference set (``reference_docs``) and key events in place.
+
+    Reference forecasters' rows get neither; ``key_events`` (:meth:`EvidenceReference.key_events`) is
+    attached only to rows that submitted a reasoning graph (``graph_events``).
 
     Args:
         rows: Study rows (with ``event_id``, ``cutoff`` and ``memory``).
@@ -227,3 +316,5 @@ def attach_reference(rows: Sequence[dict[str, Any]], reference: EvidenceReferenc
             cache[key] = reference.at(*key)
         if cache[key] is not None:
             row["reference_docs"] = cache[key]
+            if row.get("graph_events") is not None:
+                row["key_events"] = reference.key_events(*key)

@@ -24,7 +24,10 @@ is the agent's log score minus the market's on the realized outcome, ``ln p_agen
 than the market. **Source precision** (WorldReasoner's evidence quality) is the share of the documents
 a step searched, read or cited that are in the step's reference set, i.e. time-valid (available before
 the cutoff) and relevant; **evidence recall** the share of the reference set the agent saw (a search
-hit's snippet or a read); **citation precision** the source precision of the cited ids alone.
+hit's snippet or a read); **citation precision** the source precision of the cited ids alone;
+**key-event recall** (WorldReasoner's reasoning quality) the share of the step's hindsight key events
+(its heaviest reference documents) that the submitted reasoning graph names: a text-similar event
+dated within 7 days (:func:`key_event_recall`).
 
 Aggregation is the mean within each event, then the mean across events (every event weighs the
 same, however many steps it has). Intervals resample events (an event's steps are correlated) with
@@ -35,12 +38,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date
 from typing import Any
 
 import numpy as np
 
 from forecast_dojo.errors import DataError
+from forecast_dojo.events.relevance import salient_terms
 
 # The per-forecast losses are forecast_dojo.scoring's (one definition); re-exported here for callers of metrics.
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
@@ -52,7 +57,9 @@ N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
 THIRDS = ("first", "middle", "last")
-EVIDENCE_METRICS = ("source_precision", "evidence_recall", "citation_precision")
+EVIDENCE_METRICS = ("source_precision", "evidence_recall", "citation_precision", "key_event_recall")
+KEY_EVENT_SIMILARITY = 0.3
+KEY_EVENT_DATE_GATE_DAYS = 7
 
 Row = dict[str, Any]
 Key = tuple[str, int, Any]
@@ -187,7 +194,8 @@ def evidence_metrics(row: Row) -> dict[str, float]:
         row: an evaluation row (``seen_docs``, ``cited_docs``, ``reference_docs``).
 
     Returns:
-        ``source_precision``, ``evidence_recall``, ``citation_precision`` (those defined).
+        ``source_precision``, ``evidence_recall``, ``citation_precision`` and, with a reasoning graph
+        (``graph_events``) and key events (``key_events``), ``key_event_recall`` (those defined).
     """
     reference = row.get("reference_docs")
     if reference is None:
@@ -203,7 +211,70 @@ def evidence_metrics(row: Row) -> dict[str, float]:
         out["evidence_recall"] = len(seen & relevant) / len(relevant)
     if cited:
         out["citation_precision"] = len(cited & relevant) / len(cited)
+    if row.get("graph_events") is not None and row.get("key_events"):
+        out["key_event_recall"] = key_event_recall(row["graph_events"], row["key_events"])
     return out
+
+
+def text_similarity(a: str, b: str) -> float:
+    """Cosine similarity of two texts' salient-term sets (:func:`forecast_dojo.events.relevance.salient_terms`).
+
+    Args:
+        a: one text.
+        b: the other.
+
+    Returns:
+        ``|A & B| / sqrt(|A| |B|)`` in [0, 1]; 0 when either has no salient term.
+    """
+    left, right = salient_terms(a), salient_terms(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / math.sqrt(len(left) * len(right))
+
+
+def key_event_recall(
+    submitted: Sequence[Mapping[str, str]],
+    key_events: Sequence[Mapping[str, str]],
+    *,
+    min_similarity: float = KEY_EVENT_SIMILARITY,
+    date_gate_days: int = KEY_EVENT_DATE_GATE_DAYS,
+) -> float:
+    """WorldReasoner's key-event recall: the share of hindsight key events that a submitted graph event matches.
+
+    A key event is matched when some submitted event is dated within ``date_gate_days`` of it and its
+    text is at least ``min_similarity`` similar (:func:`text_similarity`).
+
+    Args:
+        submitted: the graph's events (``date`` ``YYYY-MM-DD``, ``text``).
+        key_events: the step's hindsight key events (``date``, ``text``).
+        min_similarity: the text-similarity threshold.
+        date_gate_days: the date gate.
+
+    Returns:
+        The recall in [0, 1] (NaN without key events).
+    """
+    if not key_events:
+        return float("nan")
+
+    def day(value: str) -> date | None:
+        try:
+            return date.fromisoformat(value)
+        except (TypeError, ValueError):
+            return None
+
+    matched = 0
+    for key in key_events:
+        key_day = day(key.get("date", ""))
+        if key_day is None:
+            continue
+        for event in submitted:
+            event_day = day(event.get("date", ""))
+            if event_day is None or abs((event_day - key_day).days) > date_gate_days:
+                continue
+            if text_similarity(event.get("text", ""), key.get("text", "")) >= min_similarity:
+                matched += 1
+                break
+    return matched / len(key_events)
 
 
 # ---------------------------------------------------------------------------- aggregation

@@ -210,7 +210,7 @@ def _interval(t: dict[str, Any], name: str, signed: bool = False) -> str:
 
 def _evidence_section(report: dict[str, Any]) -> list[str]:
     """The information and evidence-quality table (info_alpha beside skill vs the market; precision, recall)."""
-    names = ("info_alpha", "source_precision", "evidence_recall", "citation_precision")
+    names = ("info_alpha", "source_precision", "evidence_recall", "citation_precision", "key_event_recall")
     table = [t for t in report["table"] if t["agent"] != "market" and any(n in t for n in names)]
     if not table:
         return []
@@ -222,15 +222,16 @@ def _evidence_section(report: dict[str, Any]) -> list[str]:
         "higher = the agent knew more than the market). Source precision = share of the documents a "
         "step searched, read or cited that are time-valid and relevant (in the step's reference set); "
         "evidence recall = share of the reference set the agent saw; citation precision = the same "
-        "precision over cited ids only.",
+        "precision over cited ids only; key-event recall = share of the step's top-5 hindsight key events "
+        "that the submitted reasoning graph names (text similarity >= 0.3 and dated within 7 days).",
     ]
     if report.get("evidence_reference"):
         lines += ["", f"Reference set: {report['evidence_reference']}."]
     lines += [
         "",
         "| forecaster | mode | info_alpha (95% CI) | skill vs market | source precision (95% CI) | "
-        "evidence recall (95% CI) | citation precision | steps with a reference |",
-        "| --- | --- | --- | ---: | --- | --- | --- | ---: |",
+        "evidence recall (95% CI) | citation precision | key-event recall | steps with a reference |",
+        "| --- | --- | --- | ---: | --- | --- | --- | --- | ---: |",
     ]
     for t in table:
         skill = t.get("skill_vs_market")
@@ -238,7 +239,8 @@ def _evidence_section(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {t['agent']} | {t['memory']} | {_interval(t, 'info_alpha', signed=True)} | {skill_text} | "
             f"{_interval(t, 'source_precision')} | {_interval(t, 'evidence_recall')} | "
-            f"{_interval(t, 'citation_precision')} | {t.get('evidence_recall_steps', 0)} |"
+            f"{_interval(t, 'citation_precision')} | {_interval(t, 'key_event_recall')} | "
+            f"{t.get('evidence_recall_steps', 0)} |"
         )
     return lines
 

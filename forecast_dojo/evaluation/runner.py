@@ -19,8 +19,9 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import EpisodeError
+from forecast_dojo.errors import EpisodeError, UntrustedInputError
 from forecast_dojo.evaluation.baselines import reference_records
+from forecast_dojo.graph import parse_graph
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
 from forecast_dojo.tools import SUBMIT_FORECAST
@@ -67,23 +68,26 @@ def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
     }
 
 
-def evidence_fields(record: StepRecord) -> dict[str, list[str]]:
+def evidence_fields(record: StepRecord) -> dict[str, Any]:
     """The documents a step's agent looked at, for the evidence-quality metrics.
 
     ``seen_docs``: every id a successful ``search`` returned or ``read`` opened in the step (the agent
     saw its title and snippet, or its text); ``read_docs``: the ids opened with ``read``;
     ``cited_docs``: the ``citations`` of the ``submit_forecast`` call that ended the step (as written:
-    an id may be unknown or dated after the cutoff, which evidence precision counts against it).
+    an id may be unknown or dated after the cutoff, which evidence precision counts against it);
+    ``graph_events``: the ``{"date", "text"}`` events of the reasoning graph it submitted
+    (:mod:`forecast_dojo.graph`), or None without one.
 
     Args:
         record: A step record.
 
     Returns:
-        The three sorted id lists (empty for reference forecasts).
+        The three sorted id lists (empty for reference forecasts) and the graph's events.
     """
     seen: set[str] = set()
     read: set[str] = set()
     cited: set[str] = set()
+    graph: list[dict[str, str]] | None = None
     for call in record.tool_calls:
         if call.error is not None:
             continue
@@ -94,7 +98,19 @@ def evidence_fields(record: StepRecord) -> dict[str, list[str]]:
         if call.name == SUBMIT_FORECAST and isinstance(call.arguments, dict):
             citations = call.arguments.get("citations")
             cited = {c for c in citations if isinstance(c, str)} if isinstance(citations, list) else set()
-    return {"seen_docs": sorted(seen), "read_docs": sorted(read), "cited_docs": sorted(cited)}
+            if call.arguments.get("graph") is not None:
+                try:
+                    parsed = parse_graph(call.arguments["graph"])
+                except UntrustedInputError:  # refused by the tool; a log from elsewhere may hold one
+                    parsed = None
+                if parsed is not None:
+                    graph = [{"date": e.date, "text": e.text} for e in parsed.events]
+    return {
+        "seen_docs": sorted(seen),
+        "read_docs": sorted(read),
+        "cited_docs": sorted(cited),
+        "graph_events": graph,
+    }
 
 
 def _tool_call_kinds(record: StepRecord) -> dict[str, int]:

@@ -4,22 +4,33 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import date, timedelta
 
 import pytest
 
 from forecast_dojo.agents.base import tool_call
 from forecast_dojo.agents.scripted import EvidenceAgent, UniformAgent
-from forecast_dojo.errors import DataError
+from forecast_dojo.errors import DataError, UntrustedInputError
 from forecast_dojo.evaluation.evidence import (
     EVIDENCE_FILE,
+    KEY_EVENTS,
     EvidenceReference,
+    ReferenceDocument,
     attach_reference,
     load_reference,
     save_reference,
     synthetic_reference,
 )
-from forecast_dojo.evaluation.metrics import evidence_metrics, log_loss, step_metrics, summarize
+from forecast_dojo.evaluation.metrics import (
+    evidence_metrics,
+    key_event_recall,
+    log_loss,
+    step_metrics,
+    summarize,
+    text_similarity,
+)
 from forecast_dojo.evaluation.runner import Episode, play_episode, record_row
+from forecast_dojo.graph import MAX_GRAPH_EVENTS, parse_graph
 from forecast_dojo.synthetic import generate_world
 from forecast_dojo.timeutil import parse_instant
 from forecast_dojo.tools import MAX_CITATIONS, citations_error, tool_schemas
@@ -92,20 +103,92 @@ def test_summary_carries_the_new_rows_with_intervals_and_step_counts():
 
 def test_reference_round_trips_and_bad_files_are_clear_errors(tmp_path):
     ref = EvidenceReference(
-        "synthetic", {"e1": [("d1", "2031-01-02T00:00:00Z"), ("d2", "2031-01-05T12:00:00Z")]}, note="n"
+        "synthetic",
+        {
+            "e1": [
+                ReferenceDocument("d1", "2031-01-02T00:00:00Z", "2031-01-01", "Harbor act passes", 1.0),
+                ReferenceDocument("d2", "2031-01-05T12:00:00Z", "2031-01-05", "Vote delayed", 2.0),
+            ]
+        },
+        note="n",
     )
     save_reference(tmp_path, ref)
     assert load_reference(tmp_path) == ref
     assert ref.at("e1", "2031-01-05T12:00:00Z") == ["d1"]  # strictly before the cutoff
     assert ref.at("e1", "2031-01-05T12:00:01Z") == ["d1", "d2"]
-    assert ref.at("other", "2031-01-05T00:00:00Z") is None
+    assert [k["doc_id"] for k in ref.key_events("e1", "2031-01-06T00:00:00Z")] == [
+        "d2",
+        "d1",
+    ]  # heaviest first
+    assert ref.key_events("e1", "2031-01-06T00:00:00Z", k=1) == [
+        {"doc_id": "d2", "date": "2031-01-05", "text": "Vote delayed"}
+    ]
+    assert ref.at("other", "2031-01-05T00:00:00Z") is None and ref.key_events("other", "2031-01-05") == []
     (tmp_path / EVIDENCE_FILE).write_text(json.dumps(ref.to_dict() | {"kind": "guess"}))
     with pytest.raises(DataError, match="kind"):
+        load_reference(tmp_path)
+    bad = ref.to_dict()
+    bad["documents"]["e1"][0]["available_at"] = "soon"
+    (tmp_path / EVIDENCE_FILE).write_text(json.dumps(bad))
+    with pytest.raises(DataError, match=r"'documents'\['e1'\]\[0\].*available_at"):
         load_reference(tmp_path)
     (tmp_path / EVIDENCE_FILE).write_text("{")
     with pytest.raises(DataError, match="not valid JSON"):
         load_reference(tmp_path)
     assert load_reference(tmp_path / "nothing-here") is None
+
+
+def test_key_event_recall_needs_text_similarity_and_the_seven_day_gate():
+    keys = [
+        {"date": "2031-03-10", "text": "Officials confirmed the Harbor Act will pass the Velmora senate"},
+        {
+            "date": "2031-03-20",
+            "text": "Analysts at Quist Research expect the Tolvanen coalition to collapse",
+        },
+    ]
+    near = {
+        "date": "2031-03-16",
+        "text": "Velmora senate officials confirmed Harbor Act passage",
+    }  # 6 days off
+    assert key_event_recall([near], keys) == pytest.approx(0.5)
+    late = dict(near, date="2031-03-18")  # 8 days after the first key event: outside the gate
+    assert key_event_recall([late], keys) == 0.0
+    unrelated = {"date": "2031-03-10", "text": "Rain expected across the northern provinces"}
+    assert key_event_recall([unrelated], keys) == 0.0
+    both = [near, {"date": "2031-03-21", "text": "Tolvanen coalition collapse expected by Quist analysts"}]
+    assert key_event_recall(both, keys) == 1.0
+    assert math.isnan(key_event_recall(both, []))
+    assert text_similarity("the a of", "Harbor") == 0.0
+    r = row(graph_events=[near], key_events=keys, reference_docs=["d"], seen_docs=[])
+    assert evidence_metrics(r)["key_event_recall"] == pytest.approx(0.5)
+    assert "key_event_recall" not in evidence_metrics(row(key_events=keys, reference_docs=["d"]))  # no graph
+
+
+def test_graphs_are_parsed_strictly_and_clear_errors_name_the_part():
+    graph = {
+        "events": [{"id": "a", "date": "2031-03-10", "text": "Officials confirmed the act"}],
+        "links": [{"from": "a", "to": "outcome", "sign": "+"}],
+    }
+    assert parse_graph(graph).to_dict() == graph
+    for bad, words in (
+        ("text", "must be an object"),
+        ({"events": [{"id": "a", "date": "10 March", "text": "x"}]}, "YYYY-MM-DD"),
+        ({"events": [{"id": "a", "date": "2031-03-10", "text": ""}]}, "text must be a non-empty"),
+        ({"events": graph["events"] * 2}, "distinct"),
+        ({"events": graph["events"], "links": [{"from": "a", "to": "b", "sign": "+"}]}, "join event ids"),
+        ({"events": graph["events"], "links": [{"from": "a", "to": "outcome", "sign": "up"}]}, "sign"),
+        (
+            {
+                "events": [
+                    {"id": str(i), "date": "2031-01-01", "text": "x"} for i in range(MAX_GRAPH_EVENTS + 1)
+                ]
+            },
+            "at most",
+        ),
+        ({"nodes": []}, "must be an object"),
+    ):
+        with pytest.raises(UntrustedInputError, match=words):
+            parse_graph(bad)
 
 
 # ---------------------------------------------------------------- citations on submit_forecast
@@ -136,7 +219,25 @@ def test_citations_are_logged_and_a_malformed_list_refuses_the_submission(make_s
     assert info["step_ended"]
     fields = record_row(info["record"])
     assert fields["cited_docs"] == ["syn0-99999", "x"]  # as written; the agent is told nothing about them
-    assert fields["seen_docs"] == []
+    assert fields["seen_docs"] == [] and fields["graph_events"] is None
+
+
+def test_a_submitted_graph_reaches_the_row_and_a_malformed_one_refuses_the_submission(make_synthetic_env):
+    env = make_synthetic_env()
+    event = env.events[0]
+    uniform = [1 / len(event.outcomes)] * len(event.outcomes)
+    env.reset(event.id)
+    _, _, _, _, info = env.step(tool_call("submit_forecast", probabilities=uniform, graph={"events": "x"}))
+    assert not info["step_ended"]
+    assert "graph rejected, forecast not submitted" in info_text(env)
+    graph = {"events": [{"id": "a", "date": "2031-01-02", "text": "A leak says so"}], "links": []}
+    _, _, _, _, info = env.step(tool_call("submit_forecast", probabilities=uniform, graph=graph))
+    assert info["step_ended"]
+    assert record_row(info["record"])["graph_events"] == [{"date": "2031-01-02", "text": "A leak says so"}]
+
+
+def info_text(env):
+    return "\n".join(m["content"] for m in env.conversation() if m["role"] == "tool")
 
 
 # ---------------------------------------------------------------- the synthetic world: the exact reference
@@ -188,6 +289,19 @@ def test_oracle_informed_agents_recall_matches_the_generator(make_synthetic_env,
         assert all(ev.available_at < cutoff for ev in world.evidence[record.event_id] if ev.doc_id in weighed)
         assert by_id[record.event_id].id == record.event_id
     assert recalls and sum(recalls) / len(recalls) > 0.5  # it finds most of the evidence
+    # a graph that names the step's key events (their dates, their own words) recalls all of them
+    ref = synthetic_reference(world)
+    record = records[-1]
+    keys = ref.key_events(record.event_id, record.cutoff)
+    assert keys and all(world.doc_kinds[k["doc_id"]] == "evidence" for k in keys)
+    assert len(keys) == min(KEY_EVENTS, len(ref.at(record.event_id, record.cutoff)))
+    echo = [{"date": k["date"], "text": k["text"]} for k in keys]
+    assert key_event_recall(echo, keys) == 1.0
+    shifted = [
+        {"date": (date.fromisoformat(k["date"]) + timedelta(days=2000)).isoformat(), "text": k["text"]}
+        for k in keys
+    ]
+    assert key_event_recall(shifted, keys) == 0.0  # the date gate (evidence texts of one event are alike)
     uniform_rows = [record_row(r, "uniform") for r in play(make_synthetic_env(), UniformAgent, events)]
     attach_reference(uniform_rows, synthetic_reference(world))
     assert all("source_precision" not in evidence_metrics(r) for r in uniform_rows)
