@@ -524,6 +524,120 @@ def _metric_function(metric: str | Callable[[Row], float | None]) -> Callable[[R
     return lambda row: step_metrics(row).get(metric)
 
 
+# ---------------------------------------------------------------------------- new evidence and capture
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    if len(xs) < 3:
+        return float("nan")
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def new_evidence_items(row: Row, previous_date: str) -> set[str]:
+    """The documents a memory-on step's notebook records as new since the previous forecast date.
+
+    An entry is new when its date lies in ``[previous_date, forecast date)``; its ``doc_ids`` are the items.
+
+    Args:
+        row: a memory-on row (``notebook_evidence``, ``cutoff``).
+        previous_date: the previous step's forecast date (``YYYY-MM-DD``).
+
+    Returns:
+        The ids (empty without a notebook).
+    """
+    today = str(row["cutoff"])[:10]
+    return {
+        doc_id
+        for entry in row.get("notebook_evidence") or []
+        if previous_date <= str(entry.get("date", "")) < today
+        for doc_id in entry.get("doc_ids") or []
+    }
+
+
+def evidence_capture(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Forecast-Dojo's new evidence between dates and each agent's evidence capture, from dated notebook entries.
+
+    At every (event, step >= 1, rollout) that two or more memory-on forecasters played, each one's
+    *new evidence* is :func:`new_evidence_items` since the previous forecast date. The step's index
+    is the number of distinct new documents they found together; a forecaster's *capture* at the
+    step is the share of the new documents the **others** found that it recorded too (leave-one-
+    model-out, defined where the others found any). A forecaster's capture is the event mean (with
+    an event-bootstrap interval); ``improvement_correlation`` is the Pearson correlation, across its
+    events, of its mean capture with its first-to-last improvement (Brier at its first step minus at
+    its last; NaN with fewer than three events).
+
+    Args:
+        rows: evaluation rows (memory-on rows carry ``notebook_evidence``).
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"per_step": [{"event_id", "step", "rollout", "forecasters", "index"}], "forecasters":
+        [{"agent", "memory", "capture", "capture_ci", "steps", "improvement_correlation"}]}``, or an
+        empty dict when no step was played by two memory-on forecasters.
+    """
+    notebook_rows = [r for r in rows if r.get("notebook_evidence") is not None]
+    dates: dict[tuple[str, int], str] = {}
+    for r in notebook_rows:
+        dates.setdefault((r["event_id"], int(r["step"])), str(r["cutoff"])[:10])
+    by_key: dict[tuple[str, int, Any], dict[tuple[str, str], set[str]]] = defaultdict(dict)
+    for r in notebook_rows:
+        step = int(r["step"])
+        previous = dates.get((r["event_id"], step - 1))
+        if step >= 1 and previous is not None:
+            by_key[(r["event_id"], step, r.get("rollout"))][forecaster(r)] = new_evidence_items(r, previous)
+    per_step = []
+    captures: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (event_id, step, rollout), found in sorted(by_key.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if len(found) < 2:
+            continue
+        pooled = set().union(*found.values())
+        per_step.append(
+            {
+                "event_id": event_id,
+                "step": step,
+                "rollout": rollout,
+                "forecasters": len(found),
+                "index": len(pooled),
+            }
+        )
+        for who, items in found.items():
+            others = set().union(*(v for w, v in found.items() if w != who))
+            if others:
+                captures[who][event_id].append(len(items & others) / len(others))
+    if not per_step:
+        return {}
+    improvement: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for who, group in group_rows(rows).items():
+        for event_id in {r["event_id"] for r in group}:
+            steps = sorted((r for r in group if r["event_id"] == event_id), key=lambda r: int(r["step"]))
+            first, last = steps[0], steps[-1]
+            improvement[who][event_id] = brier_loss(first["forecast"], first["outcome_index"]) - brier_loss(
+                last["forecast"], last["outcome_index"]
+            )
+    out = []
+    for who, by_event in sorted(captures.items()):
+        mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
+        events = sorted(e for e in by_event if e in improvement[who])
+        correlation = _pearson(
+            [sum(by_event[e]) / len(by_event[e]) for e in events], [improvement[who][e] for e in events]
+        )
+        out.append(
+            {
+                "agent": who[0],
+                "memory": who[1],
+                "capture": mean,
+                "capture_ci": (low, high),
+                "steps": sum(map(len, by_event.values())),
+                "improvement_correlation": correlation,
+            }
+        )
+    return {"per_step": per_step, "forecasters": out}
+
+
 # ---------------------------------------------------------------------------- breakdowns
 
 

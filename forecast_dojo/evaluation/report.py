@@ -107,6 +107,9 @@ def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None
             for (a, m), group in metrics.group_rows(rows).items()
         },
     }
+    capture = metrics.evidence_capture(rows)
+    if capture:
+        report["evidence_capture"] = capture
     toplines = sorted({r["memory"] for r in rows if r["memory"] in TOPLINE_MODES})
     if toplines:
         report["toplines"] = {m: STUDY_MODES[m].description for m in toplines}
@@ -177,7 +180,7 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
         f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['events']} | {c['brier']:.4f} |"
         for c in report["source"]
     ]
-    lines += _evidence_section(report)
+    lines += _evidence_section(report) + _capture_section(report)
     if "contamination" in report:
         c = report["contamination"]
         lines += [
@@ -242,6 +245,35 @@ def _evidence_section(report: dict[str, Any]) -> list[str]:
             f"{_interval(t, 'citation_precision')} | {_interval(t, 'key_event_recall')} | "
             f"{t.get('evidence_recall_steps', 0)} |"
         )
+    return lines
+
+
+def _capture_section(report: dict[str, Any]) -> list[str]:
+    """New evidence between dates (index per step) and each memory-on forecaster's evidence capture."""
+    capture = report.get("evidence_capture")
+    if not capture:
+        return []
+    lines = [
+        "",
+        "## New evidence between dates and evidence capture (dated notebook entries)",
+        "",
+        "Index = distinct documents the memory-on forecasters recorded as new since the previous forecast "
+        "date, on steps two or more of them played; capture = share of the new documents the others "
+        "found that this one recorded too (leave-one-out), with its correlation with first-to-last improvement.",
+        "",
+        "| forecaster | mode | capture (95% CI) | steps | correlation with improvement |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for c in capture["forecasters"]:
+        r = c["improvement_correlation"]
+        lines.append(
+            f"| {c['agent']} | {c['memory']} | {_interval(c, 'capture')} | {c['steps']} | "
+            f"{'-' if r is None or math.isnan(r) else f'{r:+.2f}'} |"
+        )
+    lines += ["", "| event | step | forecasters | new-evidence index |", "| --- | ---: | ---: | ---: |"]
+    lines += [
+        f"| {s['event_id']} | {s['step']} | {s['forecasters']} | {s['index']} |" for s in capture["per_step"]
+    ]
     return lines
 
 

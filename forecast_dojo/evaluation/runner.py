@@ -11,6 +11,7 @@ flattens a record into the row that ``metrics`` and ``plots`` read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +77,8 @@ def evidence_fields(record: StepRecord) -> dict[str, Any]:
     ``cited_docs``: the ``citations`` of the ``submit_forecast`` call that ended the step (as written:
     an id may be unknown or dated after the cutoff, which evidence precision counts against it);
     ``graph_events``: the ``{"date", "text"}`` events of the reasoning graph it submitted
-    (:mod:`forecast_dojo.graph`), or None without one.
+    (:mod:`forecast_dojo.graph`), or None without one; ``notebook_evidence``: the ``{"date",
+    "doc_ids"}`` entries of the notebook it submitted (memory-on), or None.
 
     Args:
         record: A step record.
@@ -110,7 +112,16 @@ def evidence_fields(record: StepRecord) -> dict[str, Any]:
         "read_docs": sorted(read),
         "cited_docs": sorted(cited),
         "graph_events": graph,
+        "notebook_evidence": _notebook_evidence(record.notebook_out),
     }
+
+
+def _notebook_evidence(notebook: str | None) -> list[dict[str, Any]] | None:
+    """The dated entries (``date``, ``doc_ids``) of a submitted notebook (validated by the env), or None."""
+    if notebook is None:
+        return None
+    entries = json.loads(notebook).get("evidence") or []
+    return [{"date": str(e.get("date", "")), "doc_ids": list(e.get("doc_ids") or [])} for e in entries]
 
 
 def _tool_call_kinds(record: StepRecord) -> dict[str, int]:

@@ -22,6 +22,7 @@ from forecast_dojo.evaluation.evidence import (
     synthetic_reference,
 )
 from forecast_dojo.evaluation.metrics import (
+    evidence_capture,
     evidence_metrics,
     key_event_recall,
     log_loss,
@@ -306,3 +307,78 @@ def test_oracle_informed_agents_recall_matches_the_generator(make_synthetic_env,
     attach_reference(uniform_rows, synthetic_reference(world))
     assert all("source_precision" not in evidence_metrics(r) for r in uniform_rows)
     assert all(evidence_metrics(r).get("evidence_recall", 0.0) == 0.0 for r in uniform_rows)
+
+
+# ---------------------------------------------------------------- new evidence and capture
+
+
+def nb_row(agent, step, cutoff, entries, forecast=(0.5, 0.5), event_id="e1"):
+    return row(
+        event_id,
+        step,
+        forecast,
+        agent=agent,
+        memory="notebook",
+        cutoff=cutoff,
+        notebook_evidence=[{"date": d, "doc_ids": ids} for d, ids in entries],
+    )
+
+
+def test_new_evidence_index_and_leave_one_out_capture_by_hand():
+    rows = [
+        nb_row("A", 0, "2031-01-05T00:00:00Z", [("2031-01-02", ["a0"])]),
+        nb_row("B", 0, "2031-01-05T00:00:00Z", []),
+        # step 1 (new since 2031-01-05): A found d1, d2; B found d2, d3 and re-recorded an old one
+        nb_row(
+            "A",
+            1,
+            "2031-01-10T00:00:00Z",
+            [("2031-01-02", ["a0"]), ("2031-01-06", ["d1"]), ("2031-01-09", ["d2"])],
+        ),
+        nb_row("B", 1, "2031-01-10T00:00:00Z", [("2031-01-04", ["old"]), ("2031-01-07", ["d2", "d3"])]),
+        # step 2: only A found something new
+        nb_row("A", 2, "2031-01-20T00:00:00Z", [("2031-01-12", ["d4"])], forecast=(0.9, 0.1)),
+        nb_row("B", 2, "2031-01-20T00:00:00Z", [], forecast=(0.2, 0.8)),
+        row("e1", 1, agent="C", memory="none", cutoff="2031-01-10T00:00:00Z"),  # memory-free: not counted
+    ]
+    for r in rows:
+        r.setdefault("agent", "a")
+    result = evidence_capture(rows, n_boot=100)
+    assert [(s["step"], s["forecasters"], s["index"]) for s in result["per_step"]] == [(1, 2, 3), (2, 2, 1)]
+    capture = {c["agent"]: c for c in result["forecasters"]}
+    # A: step 1 others {d2, d3} -> 1/2; step 2 others {} -> undefined. B: step 1 others {d1, d2} -> 1/2; step 2 {d4} -> 0
+    assert capture["A"]["capture"] == pytest.approx(0.5) and capture["A"]["steps"] == 1
+    assert capture["B"]["capture"] == pytest.approx(0.25) and capture["B"]["steps"] == 2
+    assert math.isnan(capture["A"]["improvement_correlation"])  # one event: no correlation
+    assert evidence_capture([r for r in rows if r["agent"] != "B"]) == {}  # one memory-on forecaster: nothing
+
+
+def test_capture_of_two_scripted_readers_in_a_study(make_synthetic_env, tmp_path, world):
+    from forecast_dojo.evaluation.report import write_report
+    from forecast_dojo.evaluation.study import run_study, study_rows
+
+    events = make_synthetic_env().events[:4]
+    agents = {
+        "full": lambda env: EvidenceAgent(name="full"),
+        "lite": lambda env: EvidenceAgent(top_k=3, max_searches=1, name="lite"),
+    }
+    run_study(
+        tmp_path,
+        agents,
+        ["notebook"],
+        events,
+        lambda mode, metadata: make_synthetic_env(memory="notebook", run_metadata=metadata),
+        progress=False,
+    )
+    save_reference(tmp_path, synthetic_reference(world, events))
+    rows = study_rows(tmp_path)
+    result = evidence_capture(rows)
+    capture = {c["agent"]: c["capture"] for c in result["forecasters"]}
+    assert set(capture) == {"full", "lite"}
+    assert capture["full"] >= capture["lite"]  # the thorough reader records what the quick one found
+    assert all(s["forecasters"] == 2 for s in result["per_step"])
+    report = write_report([tmp_path], tmp_path / "report", plots=False)
+    assert report["evidence_capture"]["forecasters"]
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## New evidence between dates and evidence capture" in md
+    assert "| full | notebook |" in md
