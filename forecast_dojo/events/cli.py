@@ -6,6 +6,7 @@ Heavy work (reading sources, loading the corpus) happens only when the command r
 from __future__ import annotations
 
 import argparse
+from datetime import date
 from pathlib import Path
 
 from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
@@ -28,7 +29,7 @@ BUILD_FLAGS = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``events`` command group (``events build``) to the top-level parser."""
+    """Add the ``events`` command group (``events build``, ``events generate``) to the top-level parser."""
     events = subparsers.add_parser(
         "events", help="build replayable events", description="Build replayable events."
     )
@@ -84,6 +85,111 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(func=run_build)
+    _register_generate(commands)
+
+
+def _register_generate(commands: argparse._SubParsersAction) -> None:
+    """``events generate``: questions written by a model from dated document clusters (FABench)."""
+    generate = commands.add_parser(
+        "generate",
+        help="write questions from the corpus with an OpenAI-compatible model, resolve them, build events",
+        description=(
+            "Cluster the corpus's documents by date and names, have an OpenAI-compatible model propose questions "
+            "(resolution criteria, resolution date, supporting documents), resolve each from documents dated after "
+            "its resolution date only, then select, schedule, screen and split them like imported events. Every "
+            "prompt and reply is cached in --out (a rerun sends nothing) and logged in llm-log.jsonl."
+        ),
+    )
+    generate.add_argument("--corpus", type=Path, required=True, help="corpus directory")
+    generate.add_argument(
+        "--base-url", required=True, help="the server's /v1 URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    generate.add_argument("--model", required=True, help="the model name the server expects")
+    generate.add_argument(
+        "--api-key", default=None, help="API key (default: $OPENAI_API_KEY; local servers take any)"
+    )
+    generate.add_argument(
+        "--start", type=date.fromisoformat, required=True, help="first document day, YYYY-MM-DD"
+    )
+    generate.add_argument(
+        "--end", type=date.fromisoformat, required=True, help="last document day, YYYY-MM-DD"
+    )
+    generate.add_argument("--out", type=Path, required=True, help="output directory (events, reports, cache)")
+    generate.add_argument(
+        "--train-window",
+        default=None,
+        help="START:END (default: the first 70 %% of --start..--end + the resolution span)",
+    )
+    generate.add_argument("--eval-window", default=None, help="START:END (default: the rest)")
+    generate.add_argument("--window-days", type=int, default=7, help="days per clustering window")
+    generate.add_argument("--questions-per-cluster", type=int, default=2, help="questions asked per cluster")
+    generate.add_argument(
+        "--resolve-days", type=int, default=30, help="days after the resolution date searched"
+    )
+    generate.add_argument(
+        "--min-eval-steps", type=int, default=1, help="evaluation events need this many steps"
+    )
+    generate.add_argument(
+        "--overwrite", action="store_true", help="replace existing output files (the cache stays)"
+    )
+    generate.add_argument("--no-progress", action="store_true", help="no progress bars")
+    generate.set_defaults(func=run_generate)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Generate, resolve and build events from a corpus; prints the summary, returns the exit status."""
+    import json
+    import sys
+    from datetime import timedelta
+
+    from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.errors import ConfigError, OutputExistsError
+    from forecast_dojo.events.build import BuildConfig, build_events, render_summary, write_outputs
+    from forecast_dojo.events.generate import (
+        GenerateConfig,
+        ReplyCache,
+        generate_events,
+        openai_completion,
+        render_generate_markdown,
+    )
+    from forecast_dojo.events.split import SplitError, parse_window
+
+    progress = not args.no_progress
+    try:
+        config = GenerateConfig(
+            args.start,
+            args.end,
+            window_days=args.window_days,
+            questions_per_cluster=args.questions_per_cluster,
+            resolve_days=args.resolve_days,
+        )
+        last = args.end + timedelta(days=args.resolve_days)
+        middle = args.start + timedelta(days=int(0.7 * (last - args.start).days))
+        train = parse_window(args.train_window or f"{args.start}:{middle}")
+        evaluation = parse_window(args.eval_window or f"{middle + timedelta(days=1)}:{last}")
+        corpus = Corpus.load(args.corpus)
+        args.out.mkdir(parents=True, exist_ok=True)
+        cache = ReplyCache(
+            args.out, args.model, openai_completion(args.base_url, args.model, api_key=args.api_key)
+        )
+        imported, report = generate_events(corpus, config, cache, progress=progress)
+        build = BuildConfig(train_window=train, eval_window=evaluation, min_eval_steps=args.min_eval_steps)
+        output = build_events([imported], build, corpus=corpus, progress=progress)
+        write_outputs(output, args.out, overwrite=args.overwrite)
+    except (ConfigError, SplitError, CorpusError, FileNotFoundError, OutputExistsError) as err:
+        print(f"events generate: error: {err}", file=sys.stderr)
+        return 2
+    (args.out / "generate.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    (args.out / "generate.md").write_text(render_generate_markdown(report), encoding="utf-8")
+    print(
+        f"{len(report['proposals'])} questions proposed from {len(report['clusters'])} clusters, "
+        f"{report['kept']} resolved; requests: {report['requests']['sent']} sent, {report['requests']['cached']} cached"
+    )
+    print(render_summary(output.report))
+    print(
+        f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, report.md, generate.json, generate.md, llm-log.jsonl"
+    )
+    return 0
 
 
 def run_build(args: argparse.Namespace) -> int:
