@@ -229,7 +229,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         InputNotFoundError: A ``--notebook`` or ``--train-events`` file that does not exist.
     """
     from forecast_dojo.agents import AGENTS
-    from forecast_dojo.evaluation.study import EPISODE_MODES, MODES, TOPLINE_MODES
+    from forecast_dojo.evaluation.study import EPISODE_MODES, MODES
 
     bad = [m for m in args.modes if m not in MODES]
     if bad:
@@ -247,10 +247,9 @@ def check_arguments(args: argparse.Namespace) -> None:
                 f"--agents: unknown agent {name!r}; known: {sorted(AGENTS) + list(EXTRA_AGENTS)}"
             )
     if args.step is not None:
-        stepped = [m for m in EPISODE_MODES if m not in TOPLINE_MODES]  # a topline has one step of its own
-        wrong = [m for m in args.modes if m not in stepped]
+        wrong = [m for m in args.modes if m not in EPISODE_MODES]
         if wrong:
-            raise UsageError(f"--step works with the modes {', '.join(stepped)}, not {wrong}")
+            raise UsageError(f"--step works with the modes {', '.join(EPISODE_MODES)}, not {wrong}")
     elif args.notebook is not None:
         raise UsageError("--notebook gives the notebook a single --step starts from; add --step")
     for flag, path in (("--notebook", args.notebook), ("--train-events", args.train_events)):
@@ -317,7 +316,6 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
 def run_command(args: argparse.Namespace) -> int:
     """Run or resume a study, then write its report."""
     from forecast_dojo.evaluation.baselines import BaseRate, reference_records
-    from forecast_dojo.evaluation.evidence import save_reference
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import run_study, study_mode, write_references
     from forecast_dojo.events.split import build_split_file
@@ -410,7 +408,6 @@ def run_command(args: argparse.Namespace) -> int:
     # an agent named like a reference (the scripted uniform agent) replaces it: one 'uniform' in the table
     references = [r for r in references if r.agent not in factories]
     write_references(args.out, references)
-    save_reference(args.out, _evidence_reference(spec, args, events, probe))
     print(f"\n{result['played']} steps played now, {result['reused']} reused from the logs in {args.out}/")
     report = write_report([args.out], args.out, knowledge_cutoff=args.knowledge_cutoff)
     print()
@@ -419,17 +416,6 @@ def run_command(args: argparse.Namespace) -> int:
         print(line)
     print(f"\nLogs, report.md, report.json and figures in {args.out}/")
     return 0
-
-
-def _evidence_reference(spec: Any, args: argparse.Namespace, events: list[Any], probe: Any) -> Any:
-    """The study's evidence reference: the generator's exact evidence (synthetic), else a hindsight set."""
-    from forecast_dojo.evaluation.evidence import hindsight_reference, synthetic_reference
-
-    if spec.world == "synthetic":
-        from forecast_dojo.synthetic import generate_world
-
-        return synthetic_reference(generate_world(args.seed, train_events=spec.train_events), events)
-    return hindsight_reference(events, probe.corpus)
 
 
 def _single_steps(

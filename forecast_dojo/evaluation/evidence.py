@@ -34,6 +34,7 @@ from forecast_dojo.timeutil import from_micros, iso, parse_instant, to_micros
 
 if TYPE_CHECKING:
     from forecast_dojo.corpus.store import Corpus
+    from forecast_dojo.env import ForecastDojoEnv
     from forecast_dojo.synthetic.model import SyntheticWorld
 
 EVIDENCE_FILE = "evidence.json"
@@ -213,6 +214,8 @@ def synthetic_reference(world: SyntheticWorld, events: Sequence[Event] | None = 
     by_id = {d.id: d for d in world.documents}
     documents = {}
     for event in chosen:
+        if event.id not in world.evidence:  # not this world's event: not covered
+            continue
         hidden = set(event.excluded_doc_ids)
         documents[event.id] = [
             _reference_document(
@@ -284,6 +287,27 @@ def hindsight_reference(
         note=f"lexical relevance (>= {min_coverage:.0%} of the question's salient terms, a name), "
         f"available from {lookback_days} days before the open to the close; excluded documents left out",
     )
+
+
+def study_reference(env: ForecastDojoEnv, events: Sequence[Event]) -> EvidenceReference:
+    """The reference a study of ``events`` in ``env`` is measured against.
+
+    The synthetic world (``env_spec.world``) gets its generator's exact evidence (the base world of
+    the spec's seed: training-only events are not covered); real events a hindsight set over the env's corpus.
+
+    Args:
+        env: An env of the study (its ``run_metadata["env_spec"]`` and corpus are read).
+        events: The study's events.
+
+    Returns:
+        The reference.
+    """
+    spec = env.run_metadata.get("env_spec") or {}
+    if spec.get("world") == "synthetic":
+        from forecast_dojo.synthetic.world import generate_world
+
+        return synthetic_reference(generate_world(int(spec.get("seed") or 0)), events)
+    return hindsight_reference(events, env.corpus)
 
 
 def _reference_document(

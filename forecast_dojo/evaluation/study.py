@@ -4,6 +4,7 @@ Layout of a study folder::
 
     <out>/study.json                 what was run (agents, modes, events, rollouts, seed, spec)
     <out>/references.jsonl           reference forecasts (uniform, base rate, market, oracle) as step records
+    <out>/evidence.json              the reference evidence sets (evidence quality, forecast_dojo.evaluation.evidence)
     <out>/<agent>-<mode>/run.json    one trajectory log per (agent, mode) ...
     <out>/<agent>-<mode>/steps.jsonl ... one step record per line, appended as each step ends
 
@@ -18,6 +19,10 @@ previous step): each replays single steps (``reset(options={"step", "notebook"})
 (WorldReasoner's condition: memory-free, each event one step with the gateway a day before it
 resolved, :func:`forecast_dojo.events.schedule.near_resolution_event`), an upper reference that
 sees what no forecaster could: never a default, and labelled as such in reports.
+
+The folder also gets ``evidence.json``, the reference evidence quality is measured against
+(:func:`forecast_dojo.evaluation.evidence.study_reference`: the generator's exact evidence on the
+synthetic world, a hindsight set on real events), written once.
 
 Episodes are played by :func:`forecast_dojo.evaluation.runner.play_episode`, the library's one
 episode loop. Resuming: rerunning the same study reads each log
@@ -46,7 +51,13 @@ from forecast_dojo.budgets import Budgets
 from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.errors import ConfigError
 from forecast_dojo.errors import StudyError as StudyError
-from forecast_dojo.evaluation.evidence import attach_reference, load_reference
+from forecast_dojo.evaluation.evidence import (
+    EVIDENCE_FILE,
+    attach_reference,
+    load_reference,
+    save_reference,
+    study_reference,
+)
 from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, resume_episode
 from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.notebook import notebook_value
@@ -359,7 +370,7 @@ def run_study(
         for name in agents:
             for mode in MODES:
                 shutil.rmtree(log_dir(out, name, mode), ignore_errors=True)
-        for file in (STUDY_FILE, REFERENCES_FILE):
+        for file in (STUDY_FILE, REFERENCES_FILE, EVIDENCE_FILE):
             (out / file).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
@@ -371,6 +382,8 @@ def run_study(
             directory = log_dir(out, name, mode)
             metadata = {"agent": name, "mode": mode, "seed": seed, "rollouts": rollouts}
             probe = make_env(mode, metadata)
+            if not (out / EVIDENCE_FILE).exists():  # what evidence quality is measured against
+                save_reference(out, study_reference(probe, events))
             run_id = probe.run_id
             run_file = directory / "run.json"
             if run_file.exists() and json.loads(run_file.read_text()).get("run_id") != run_id:

@@ -33,7 +33,9 @@ def test_run_reports_evidence_quality_info_alpha_and_the_labelled_topline(
     world = generate_world(0)
     study = json.loads((out / "study.json").read_text())
     for event_id in study["events"]:  # the exact evidence of the generator, nothing else
-        assert {d.doc_id for d in reference.documents[event_id]} == {ev.doc_id for ev in world.evidence[event_id]}
+        assert {d.doc_id for d in reference.documents[event_id]} == {
+            ev.doc_id for ev in world.evidence[event_id]
+        }
     report = json.loads((out / "report.json").read_text())
     table = {(line["agent"], line["memory"]): line for line in report["table"]}
     none = table[("evidence-oracle", "none")]

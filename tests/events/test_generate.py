@@ -34,9 +34,7 @@ def documents():
         make_doc(f"s{i}", STRIKE + f" Day {i}.", 2 + i * 0.9, "Orlan Mining strike in Kestria")
         for i in range(3)
     ]
-    docs += [
-        make_doc(f"w{i}", f"mild and dry, reading {i}.", 6 + i, "weather") for i in range(20)
-    ]
+    docs += [make_doc(f"w{i}", f"mild and dry, reading {i}.", 6 + i, "weather") for i in range(20)]
     # after the resolution dates (January 20 and 25): the resolving reports
     docs.append(
         make_doc(
