@@ -77,6 +77,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from forecast_dojo.events.build import BuildConfig
 
     add_dataclass_arguments(build, BuildConfig, only=BUILD_FIELDS, flags=BUILD_FLAGS)
+    build.add_argument(
+        "--leakage-labels",
+        type=Path,
+        action="append",
+        default=[],
+        help="labelled (question, document) pairs, JSON lines (repeatable): the build measures the leakage "
+        "screen's precision and recall on them (e.g. tests/events/fixtures/leakage_labels_unseen.jsonl)",
+    )
+    build.add_argument(
+        "--judge-base-url",
+        help="an OpenAI-compatible /v1 URL: an LLM judges the leakage screen's documents (with --judge-model)",
+    )
+    build.add_argument("--judge-model", help="the judge's model name (with --judge-base-url)")
+    build.add_argument(
+        "--judge-scope",
+        choices=("flags", "matches"),
+        default="flags",
+        help="flags: the judge confirms the lexical flags; matches: it reads every matching document",
+    )
+    build.add_argument(
+        "--judge-cache",
+        type=Path,
+        help="folder of cached judge prompts and replies (default: $FORECAST_DOJO_CACHE/leakage-judge, else ~/.cache/forecast_dojo/leakage-judge)",
+    )
     build.add_argument("--overwrite", action="store_true", help="replace existing output files")
     build.add_argument(
         "--strict",
@@ -198,6 +222,7 @@ def run_build(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.errors import ConfigError, InputNotFoundError
     from forecast_dojo.events.build import (
         BuildConfig,
         BuildConfigError,
@@ -247,8 +272,31 @@ def run_build(args: argparse.Namespace) -> int:
             )
         for folder in args.polymarket:
             imports.append(load_polymarket(folder, progress=progress))
+        leakage_judge = None
+        if args.judge_base_url or args.judge_model:
+            from forecast_dojo.events.judge import JudgeConfig, LeakageJudge
+            from forecast_dojo.synthetic.cache import default_cache_dir
+
+            leakage_judge = LeakageJudge(
+                JudgeConfig(
+                    base_url=args.judge_base_url or "",
+                    model=args.judge_model or "",
+                    cache_dir=args.judge_cache or default_cache_dir() / "leakage-judge",
+                    scope=args.judge_scope,
+                )
+            )
+        for labels in args.leakage_labels:
+            if not labels.is_file():
+                raise InputNotFoundError(f"{labels}: labels file not found (--leakage-labels)")
         corpus = Corpus.load(args.corpus) if args.corpus else None
-        output = build_events(imports, config, corpus=corpus, progress=progress)
+        output = build_events(
+            imports,
+            config,
+            corpus=corpus,
+            progress=progress,
+            leakage_labels=args.leakage_labels,
+            leakage_judge=leakage_judge,
+        )
         for warning in output.report.get("warnings") or []:
             print(f"events build: warning: {warning}", file=sys.stderr)
         if args.strict and output.report.get("warnings"):
@@ -259,6 +307,7 @@ def run_build(args: argparse.Namespace) -> int:
             return 3
         write_outputs(output, args.out, overwrite=args.overwrite)
     except (
+        ConfigError,
         BuildConfigError,
         SplitError,
         SchemaError,
