@@ -121,6 +121,12 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
             raise ConfigError("duplicate event ids")
+        free_form = [e.id for e in self.events if e.free_form]
+        if free_form:
+            raise ConfigError(
+                f"free-form questions (no fixed outcomes) are played in world mode (forecast_dojo.world), "
+                f"not in fixed-date episodes: {free_form[:5]}"
+            )
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
             raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")

@@ -91,6 +91,11 @@ class Event:
 
     * ``outcomes``: a list of K >= 2 distinct non-empty label strings (a bare string is refused, not
       read as one label per character); ``outcome`` one of them;
+    * or a **free-form** question (world mode): no fixed ``outcomes`` (an empty tuple); ``outcome`` is
+      then the answer (:attr:`answer`, a label of at most :data:`MAX_LABEL_CHARS` characters) and
+      ``aliases`` its other names (at most :data:`MAX_OUTCOMES`, each a label); it has no ``market``.
+      The forecaster proposes outcomes, scored by :func:`forecast_dojo.scoring.free_form_score`.
+      ``aliases`` are refused on a question with fixed outcomes;
     * sizes: ``id`` at most :data:`MAX_EVENT_ID_CHARS` characters, at most :data:`MAX_OUTCOMES`
       labels of at most :data:`MAX_LABEL_CHARS` (:data:`MAX_LABELS_TOTAL_CHARS` together), ``question`` at most :data:`MAX_QUESTION_CHARS`,
       ``background`` and ``resolution_criteria`` at most :data:`MAX_TEXT_CHARS` (the same for every
@@ -125,6 +130,7 @@ class Event:
     market: tuple[MarketPoint, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     excluded_doc_ids: tuple[str, ...] = ()  # documents a leakage screen hid from this event's steps
+    aliases: tuple[str, ...] = ()  # free-form questions: other names of the answer
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -149,6 +155,7 @@ class Event:
                 f"{where}: field 'outcomes' must be a list of non-empty label strings, got {preview(self.outcomes)}"
             )
         object.__setattr__(self, "outcomes", tuple(self.outcomes))
+        self._check_aliases(where)
         if len(self.outcomes) > MAX_OUTCOMES:
             raise SchemaError(
                 f"{where}: field 'outcomes' has {len(self.outcomes)} labels; the limit is {MAX_OUTCOMES}"
@@ -160,7 +167,7 @@ class Event:
             raise SchemaError(
                 f"{where}: field 'outcomes' has {total:,} characters in all; the limit is {MAX_LABELS_TOTAL_CHARS:,}"
             )
-        if len(self.outcomes) < 2 or len(set(self.outcomes)) != len(self.outcomes):
+        if self.outcomes and (len(self.outcomes) < 2 or len(set(self.outcomes)) != len(self.outcomes)):
             raise SchemaError(
                 f"{where}: needs K >= 2 distinct outcome labels, got {preview(list(self.outcomes))}"
             )
@@ -173,7 +180,13 @@ class Event:
         object.__setattr__(self, "tags", tuple(self.tags))
         for tag in self.tags:
             _check_text(where, "tags", tag, MAX_LABEL_CHARS)
-        if self.outcome not in self.outcomes:
+        if self.free_form:
+            _check_text(where, "answer", self.outcome, MAX_LABEL_CHARS)
+            if not self.outcome.strip():
+                raise SchemaError(
+                    f"{where}: field 'answer' of a free-form question must be a non-empty label"
+                )
+        elif self.outcome not in self.outcomes:
             raise SchemaError(f"{where}: outcome {self.outcome!r} is not one of {list(self.outcomes)}")
         if isinstance(self.cutoffs, (str, bytes)) or not isinstance(self.cutoffs, (tuple, list)):
             raise SchemaError(
@@ -306,9 +319,46 @@ class Event:
                 )
             check_ids(ids, f"[{key!r}]")
 
+    def _check_aliases(self, where: str) -> None:
+        if isinstance(self.aliases, (str, bytes)) or not isinstance(self.aliases, (tuple, list)):
+            raise SchemaError(
+                f"{where}: field 'aliases' must be a list of labels, got {preview(self.aliases)}"
+            )
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        if self.aliases and self.outcomes:
+            raise SchemaError(
+                f"{where}: field 'aliases' is for free-form questions (no 'outcomes'); this one has fixed outcomes"
+            )
+        if len(self.aliases) > MAX_OUTCOMES:
+            raise SchemaError(
+                f"{where}: field 'aliases' has {len(self.aliases)} labels; the limit is {MAX_OUTCOMES}"
+            )
+        for alias in self.aliases:
+            _check_text(where, "aliases", alias, MAX_LABEL_CHARS)
+            if not alias.strip():
+                raise SchemaError(f"{where}: field 'aliases' must hold non-empty labels")
+        if self.free_form and self.market:
+            raise SchemaError(f"{where}: field 'market': a free-form question has no fixed outcomes to price")
+
+    @property
+    def free_form(self) -> bool:
+        """Whether this is a free-form question (no fixed outcomes; ``answer`` and ``aliases``)."""
+        return not self.outcomes
+
+    @property
+    def answer(self) -> str:
+        """The realized answer: the outcome label (of a free-form question: its answer)."""
+        return self.outcome
+
     @property
     def outcome_index(self) -> int:
-        """Position of the resolved outcome in ``outcomes``."""
+        """Position of the resolved outcome in ``outcomes``.
+
+        Raises:
+            SchemaError: A free-form question, which has no fixed outcomes.
+        """
+        if self.free_form:
+            raise SchemaError(f"event {self.id!r}: a free-form question has no outcome index")
         return self.outcomes.index(self.outcome)
 
     @property
@@ -408,7 +458,19 @@ def check_distribution(values: Sequence[float], k: int, *, where: str = "distrib
 
 
 def event_to_record(event: Event) -> dict[str, Any]:
-    """The documented JSON form of an event (format version ``EVENTS_FORMAT_VERSION``)."""
+    """The documented JSON form of an event (format version ``EVENTS_FORMAT_VERSION``).
+
+    A free-form question is written with ``"outcomes": []``, ``answer`` and ``aliases`` instead of ``outcome``.
+    """
+    record = _fixed_record(event)
+    if event.free_form:
+        del record["outcome"]
+        record["answer"] = event.answer
+        record["aliases"] = list(event.aliases)
+    return record
+
+
+def _fixed_record(event: Event) -> dict[str, Any]:
     return {
         "format_version": EVENTS_FORMAT_VERSION,
         "id": event.id,
@@ -506,9 +568,21 @@ def event_from_record(record: dict[str, Any]) -> Event:
         raise SchemaError(
             f"event {rid!r}: unsupported format_version {preview(version)} (this library reads {EVENTS_FORMAT_VERSION})"
         )
+    free_form = record.get("answer") is not None
+    if free_form:
+        if record.get("outcomes") or record.get("outcome") is not None:
+            raise SchemaError(
+                f"event {rid!r}: a free-form question has 'answer' (and optional 'aliases') and no "
+                "'outcomes' or 'outcome'"
+            )
+        record = {**record, "outcomes": [], "outcome": record["answer"]}
+    elif record.get("aliases") is not None:
+        raise SchemaError(f"event {rid!r}: field 'aliases' is for free-form questions (with 'answer')")
     missing = [k for k in _REQUIRED_FIELDS if record.get(k) is None]
     if missing:
         raise SchemaError(f"event {rid!r}: missing field(s) {missing}")
+    if free_form and not isinstance(record["answer"], str):
+        raise SchemaError(f"event {rid!r}: field 'answer' must be a string, got {preview(record['answer'])}")
     for name in ("id", "question", "outcome"):
         if not isinstance(record[name], str):
             raise SchemaError(f"event {rid!r}: field {name!r} must be a string, got {preview(record[name])}")
@@ -517,7 +591,7 @@ def event_from_record(record: dict[str, Any]) -> Event:
         raise SchemaError(
             f"event {rid!r}: field 'outcomes' must be a list of labels, got {preview(outcomes)}"
         )
-    for name in ("cutoffs", "tags", "excluded_doc_ids"):
+    for name in ("cutoffs", "tags", "excluded_doc_ids", "aliases"):
         value = record.get(name)
         if value is not None and not isinstance(value, (list, tuple)):
             raise SchemaError(f"event {rid!r}: field {name!r} must be a list, got {preview(value)}")
@@ -549,6 +623,7 @@ def event_from_record(record: dict[str, Any]) -> Event:
         market=_market(rid, record.get("market")),
         extra=dict(extra),
         excluded_doc_ids=record.get("excluded_doc_ids") or (),
+        aliases=tuple(record.get("aliases") or ()),
     )
 
 
@@ -564,7 +639,8 @@ def save_events(events: Iterable[Event], path: str | Path) -> Path:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pylist(records), path)
+        keys = list(dict.fromkeys(k for r in records for k in r))  # free-form and fixed rows side by side
+        pq.write_table(pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in records]), path)
     elif path.suffix == ".jsonl":
         tmp = path.with_suffix(".jsonl.tmp")
         with tmp.open("w", encoding="utf-8") as fh:

@@ -12,12 +12,21 @@ The log score and the log loss floor the realized outcome's probability at :data
 forecast that gave the realized outcome probability 0 costs ``-ln 1e-3`` (about 6.9), never infinity.
 Rules are plain functions of ``(probabilities, outcome_index)`` in the TRL style, so they can be
 reused as reward functions outside the environment.
+
+Free-form questions (no fixed outcomes: the forecaster proposes outcomes, an answer is known) are
+scored by FutureSim's adaptation of the multiclass Brier rule, :func:`free_form_score`:
+``1 - (1 - p(answer))^2 - sum over the other proposed outcomes p(o)^2`` (all mass on the answer: 1, no
+forecast: 0, all mass on a wrong outcome: -1), with proposed outcomes matched to the answer up to
+case, whitespace and punctuation (:func:`normalize_answer`) and aliases; :func:`top1_accuracy` is its
+accuracy. On a question with fixed outcomes and a full distribution it equals ``1 - brier_loss``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 LOG_FLOOR = 1e-3
 
@@ -80,3 +89,100 @@ def all_scores(probabilities: Sequence[float], outcome: int) -> dict[str, float]
 def uniform(k: int) -> tuple[float, ...]:
     """The uniform forecast over ``k`` outcomes."""
     return tuple(1.0 / k for _ in range(k))
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+def normalize_answer(text: str) -> str:
+    """An outcome or answer as free-form matching compares it: case, whitespace and punctuation removed.
+
+    Unicode is NFKC-normalized and case-folded, every run of punctuation, symbols and whitespace
+    becomes one space, and the ends are stripped: ``"  The Tide of Gremsen!"`` and ``"the tide of
+    gremsen"`` match, ``"U.S."`` and ``"U S"`` match. Letters with accents keep them.
+
+    Args:
+        text: The text.
+
+    Returns:
+        Its normal form (empty for text of punctuation only).
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return _NON_WORD.sub(" ", folded).strip()
+
+
+def answer_matches(outcome: str, answer: str, aliases: Iterable[str] = ()) -> bool:
+    """Whether a proposed outcome names the answer (or one of its aliases) up to :func:`normalize_answer`."""
+    key = normalize_answer(outcome)
+    return bool(key) and key in {normalize_answer(a) for a in (answer, *aliases)}
+
+
+def free_form_score(
+    probabilities: Mapping[str, float],
+    answer: str,
+    aliases: Iterable[str] = (),
+    *,
+    judge: Callable[[str, str], bool] | None = None,
+) -> float:
+    """FutureSim's free-form Brier score: ``1 - (1 - p(answer))^2 - sum_{other proposed o} p(o)^2``.
+
+    ``p(answer)`` is the total probability of the proposed outcomes that match the answer (see
+    :func:`answer_matches`; a ``judge`` may accept paraphrases the normal form misses); every other
+    proposed outcome is penalized by its squared probability. Probabilities need not sum to 1 (mass
+    left unassigned goes to "something else"). Anchors: all mass on the answer scores 1, no forecast
+    (an empty mapping) 0, all mass on one wrong outcome -1. On a full distribution over fixed outcomes
+    it is ``1 - brier_loss``.
+
+    Args:
+        probabilities: Proposed outcome -> probability (each in [0, 1]; the env checks this).
+        answer: The realized answer.
+        aliases: Other names of the answer.
+        judge: Optional ``judge(outcome, answer) -> bool`` asked about outcomes that do not match by
+            normal form (e.g. an LLM judge with a cache); never asked when it is None.
+
+    Returns:
+        The score, in [-(number of wrong outcomes), 1]; in [-1, 1] when the probabilities sum to at most 1.
+    """
+    aliases = tuple(aliases)
+    right = 0.0
+    wrong = 0.0
+    for outcome, p in probabilities.items():
+        if answer_matches(outcome, answer, aliases) or (judge is not None and judge(outcome, answer)):
+            right += float(p)
+        else:
+            wrong += float(p) ** 2
+    return 1.0 - (1.0 - right) ** 2 - wrong
+
+
+def top1_accuracy(
+    probabilities: Mapping[str, float],
+    answer: str,
+    aliases: Iterable[str] = (),
+    *,
+    judge: Callable[[str, str], bool] | None = None,
+) -> float:
+    """Top-1 accuracy of a free-form forecast: the share of its most probable outcomes that match the answer.
+
+    Ties count fractionally (two outcomes tied at the top, one right: 0.5), as the fixed-outcome
+    metrics do; no forecast (an empty mapping, or all probabilities 0) scores 0.
+
+    Args:
+        probabilities: Proposed outcome -> probability.
+        answer: The realized answer.
+        aliases: Other names of the answer.
+        judge: Optional paraphrase judge (see :func:`free_form_score`).
+
+    Returns:
+        A number in [0, 1].
+    """
+    if not probabilities:
+        return 0.0
+    top = max(float(p) for p in probabilities.values())
+    if top <= 0.0:
+        return 0.0
+    best = [o for o, p in probabilities.items() if float(p) == top]
+    aliases = tuple(aliases)
+    hits = sum(
+        1 for o in best if answer_matches(o, answer, aliases) or (judge is not None and judge(o, answer))
+    )
+    return hits / len(best)
