@@ -15,6 +15,10 @@ from forecast_dojo.registration import DojoSpec, make, register, register_specs
 
 register_specs()
 
+from forecast_dojo.world.registration import register_world_envs  # noqa: E402
+
+register_world_envs()  # forecast_dojo/SyntheticSim-v0 and forecast_dojo/ForecastBench-WCE-Sim-v0
+
 from forecast_dojo.env import ForecastDojoEnv  # noqa: E402
 from forecast_dojo.records import StepRecord  # noqa: E402
 from forecast_dojo.schema import Document, Event, MarketPoint, load_events, save_events  # noqa: E402

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "forecast_dojo.corpus.cli",  # corpus build
     "forecast_dojo.events.cli",  # events build
     "forecast_dojo.training.cli",  # export sft
+    "forecast_dojo.integrations.cli",  # serve
 )
 
 

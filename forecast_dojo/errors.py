@@ -194,6 +194,32 @@ class EpisodeError(StateError):
     """An episode used out of order (``step`` before ``reset``) or one that does not end within its turn limit."""
 
 
+class ServeError(ForecastDojoError, RuntimeError):
+    """A served environment refused a request (``forecast-dojo serve``); ``code`` is the server's error code.
+
+    Attributes:
+        code: OpenEnv's error code (``EXECUTION_ERROR``, ``CAPACITY_REACHED``, ...) or ``CONNECTION``.
+    """
+
+    def __init__(self, message: str, code: str = "EXECUTION_ERROR") -> None:
+        """Keep the server's error ``code`` beside the message.
+
+        Args:
+            message: What the server said.
+            code: The server's error code.
+        """
+        super().__init__(message)
+        self.code = code
+
+
+class CapacityError(ServeError):
+    """The server already holds its maximum number of sessions (``--max-sessions``): retry later or add a server."""
+
+
+class SessionClosedError(ServeError):
+    """The server closed this session (idle past ``--idle-timeout``): reconnect to start a new one."""
+
+
 class SandboxUnavailableError(ForecastDojoError, OSError):
     """The python sandbox cannot run on this machine (missing libfaketime, unsupported architecture)."""
 
@@ -207,6 +233,7 @@ class LeakageError(ForecastDojoError, AssertionError):
 
 __all__ = [
     "BuildConfigError",
+    "CapacityError",
     "CleaningConfigError",
     "ConfigError",
     "CorpusError",
@@ -233,6 +260,8 @@ __all__ = [
     "ResetError",
     "SandboxUnavailableError",
     "SchemaError",
+    "ServeError",
+    "SessionClosedError",
     "SpecError",
     "SplitError",
     "StateError",

@@ -354,32 +354,51 @@ class ForecastTools:
 
     def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Run one tool by name with keyword arguments, turning every misuse into an error result."""
-        function = self.functions().get(name)
-        if function is None:
-            return ToolResult("", error=f"unknown tool {preview(name)}; available: {', '.join(TOOL_NAMES)}")
-        signature = inspect.signature(function)
-        unknown = sorted(set(arguments) - set(signature.parameters))
-        if unknown:
-            return ToolResult(
-                "",
-                error=f"{name} got unexpected argument(s) {preview(unknown)}; it takes {list(signature.parameters)}",
-            )
-        missing = [
-            p.name
-            for p in signature.parameters.values()
-            if p.default is inspect.Parameter.empty and p.name not in arguments
-        ]
-        if missing:
-            return ToolResult("", error=f"{name} is missing required argument(s) {missing}")
-        try:
-            return function(**arguments)
-        except LeakageError:
-            raise
-        except Exception as err:  # noqa: BLE001 - last resort: a tool bug must not end the episode
-            logger.exception("tool %s failed", name)
-            return ToolResult(
-                "", error=f"{INTERNAL_ERROR_PREFIX} {name} ({type(err).__name__}); try other arguments"
-            )
+        return call_tool(self.functions(), name, arguments)
+
+
+def call_tool(
+    functions: dict[str, Callable[..., ToolResult]], name: str, arguments: dict[str, Any]
+) -> ToolResult:
+    """Run one of ``functions`` by name with keyword arguments, turning every misuse into an error result.
+
+    Unknown tools, unexpected or missing arguments and any exception but a :class:`LeakageError` (which
+    must stop the run) become a :class:`ToolResult` with an ``error``, never an exception.
+
+    Args:
+        functions: The tools by name (bound methods).
+        name: The tool the agent called.
+        arguments: Its decoded keyword arguments.
+
+    Returns:
+        The tool's result or the error.
+    """
+    function = functions.get(name)
+    if function is None:
+        return ToolResult("", error=f"unknown tool {preview(name)}; available: {', '.join(functions)}")
+    signature = inspect.signature(function)
+    unknown = sorted(set(arguments) - set(signature.parameters))
+    if unknown:
+        return ToolResult(
+            "",
+            error=f"{name} got unexpected argument(s) {preview(unknown)}; it takes {list(signature.parameters)}",
+        )
+    missing = [
+        p.name
+        for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty and p.name not in arguments
+    ]
+    if missing:
+        return ToolResult("", error=f"{name} is missing required argument(s) {missing}")
+    try:
+        return function(**arguments)
+    except LeakageError:
+        raise
+    except Exception as err:  # noqa: BLE001 - last resort: a tool bug must not end the episode
+        logger.exception("tool %s failed", name)
+        return ToolResult(
+            "", error=f"{INTERNAL_ERROR_PREFIX} {name} ({type(err).__name__}); try other arguments"
+        )
 
 
 MEMORY_ONLY_PARAMETERS = {SUBMIT_FORECAST: ("notebook",)}

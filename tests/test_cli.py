@@ -146,3 +146,35 @@ def test_the_console_command_prints_no_traceback():
         "forecast-dojo run: error: unknown environment 'Nope-v0'; known: ["
     )
     assert "'Synthetic-v0'" in lines[0]
+
+
+def test_serve_help_names_its_options_without_loading_anything(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--spec", "--host", "--port", "--max-sessions", "--idle-timeout", "--split", "--no-python"):
+        assert flag in text
+    assert "``" not in text
+
+
+def test_import_and_the_parser_never_import_the_serving_frameworks():
+    code = (
+        "import sys, forecast_dojo; from forecast_dojo.cli import build_parser; build_parser(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'openenv', 'fastapi', 'uvicorn', 'verifiers'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]"
+
+
+def test_serve_refuses_bad_counts_in_one_line(no_heavy_loading, capsys):
+    assert main(["serve", "--max-sessions", "0"]) == 2
+    assert "--max-sessions must be >= 1" in one_error_line(capsys, "serve")

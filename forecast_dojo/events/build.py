@@ -18,12 +18,16 @@ from typing import Any
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import BuildConfigError as BuildConfigError
 from forecast_dojo.errors import InputNotFoundError, OutputExistsError
+from forecast_dojo.events.judge import LeakageJudge
 from forecast_dojo.events.leakage import (
     MEASURED_ON_LABELS,
+    MEASURED_ON_UNSEEN,
     LeakageConfig,
     LeakageFlag,
     OutcomePublic,
     apply_exclusions,
+    load_labelled_pairs,
+    measure_screen,
     outcome_public,
     screen_event,
 )
@@ -32,6 +36,7 @@ from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.schedule import ScheduleConfig, schedule_event, trim_before, truncate_at
 from forecast_dojo.events.schedule_leak import describe, schedule_leak_report
 from forecast_dojo.events.selection import EvidenceJudge, SelectionConfig, select_events
+from forecast_dojo.events.sibling_leak import describe_sibling_leaks, sibling_leak_audit
 from forecast_dojo.events.split import Window, split_events, split_stats
 from forecast_dojo.schema import Event, save_events
 
@@ -157,8 +162,16 @@ def build_events(
     corpus: Corpus | None = None,
     judge: EvidenceJudge | None = None,
     progress: bool = True,
+    leakage_labels: Sequence[str | Path] = (),
+    leakage_judge: LeakageJudge | None = None,
 ) -> BuildOutput:
-    """Run selection, schedule, leakage screen and split over imported events; nothing is written."""
+    """Run selection, schedule, leakage screen and split over imported events; nothing is written.
+
+    ``leakage_labels`` are labelled (question, document) files (see
+    :func:`forecast_dojo.events.leakage.load_labelled_pairs`) on which the screen's precision and
+    recall are measured into the report; ``leakage_judge`` is the optional LLM judge of the screen
+    (``forecast_dojo.events.judge``), whose verdicts go to ``decisions.jsonl``.
+    """
     from tqdm.auto import tqdm
 
     report: dict[str, Any] = {"config": config.as_dict(), "imports": [r.summary() for r in imports]}
@@ -239,6 +252,7 @@ def build_events(
     report["schedule"]["trimmed_into_eval"] = trimmed
 
     flags: list[LeakageFlag] = []
+    verdicts: list[dict[str, Any]] = []
     publics: list[OutcomePublic] = []
     # Outcome-public truncation: the screen runs over the whole life of each event, and the schedule
     # ends before the first date at which a flagged document is visible (--keep-leaks lists only).
@@ -246,7 +260,9 @@ def build_events(
     if index is not None:
         screened = []
         for event in tqdm(scheduled, desc="leakage screen", disable=not progress):
-            found = screen_event(event, index, config.leakage, whole_life=truncating)
+            found = screen_event(
+                event, index, config.leakage, whole_life=truncating, judge=leakage_judge, verdicts=verdicts
+            )
             flags.extend(found)
             public = outcome_public(event, found, config.leakage.public_min_steps) if truncating else None
             if public is not None:
@@ -262,6 +278,10 @@ def build_events(
         "run": index is not None,
         "mode": config.leakage.mode,
         "measured_on_labels": MEASURED_ON_LABELS.get(config.leakage.mode),
+        "measured_on_unseen": MEASURED_ON_UNSEEN.get(config.leakage.mode),
+        "measured_on_unseen_heldout": MEASURED_ON_UNSEEN.get(f"{config.leakage.mode}_heldout"),
+        "judge": leakage_judge.summary() if leakage_judge is not None else None,
+        "judge_verdicts": len(verdicts),
         "excluded_from_episodes": config.exclude_leaks,
         "flagged_documents": len(flags),
         "events_with_flags": len({f.event_id for f in flags}),
@@ -277,6 +297,17 @@ def build_events(
         },
     }
 
+    measured = []
+    for labels_path in leakage_labels:
+        pairs, not_rebuilt = load_labelled_pairs(labels_path, events=events, corpus=corpus)
+        measured.append(
+            {"file": str(labels_path), "not_rebuilt": not_rebuilt}
+            | measure_screen(pairs, config.leakage, leakage_judge)
+        )
+    report["leakage"]["labelled"] = measured
+    if leakage_judge is not None:
+        report["leakage"]["judge"] = leakage_judge.summary()  # again: the labelled pairs asked it too
+
     split = split_events(
         scheduled, config.train_window, config.eval_window, min_eval_steps=config.min_eval_steps
     )
@@ -288,10 +319,13 @@ def build_events(
     report["outcome_rates"] = outcome_rates(
         {"train": split.train, "eval": split.eval}, gap=config.outcome_rate_gap
     )
+    report["sibling_leaks"] = {  # cross-question: an answer written in another question of the split
+        name: sibling_leak_audit(part) for name, part in (("train", split.train), ("eval", split.eval))
+    }
     report["schedule_leak"] = schedule_leak_report(
         scheduled, {"train": split.train, "eval": split.eval}, seed=config.schedule.seed
     )
-    decisions = _decisions(events, selected.decisions, no_dates, flags, split, publics)
+    decisions = _decisions(events, selected.decisions, no_dates, flags, split, publics, verdicts)
     report["warnings"] = attrition_warnings(len(events), len(scheduled), decisions)
     report["decisions"] = dict(sorted(Counter(d["outcome"] for d in decisions).items()))
     report["dropped_questions"] = [
@@ -401,6 +435,7 @@ def _decisions(
     flags: Sequence[LeakageFlag],
     split: Any,
     publics: Sequence[OutcomePublic] = (),
+    verdicts: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """One record per imported event saying where it ended and why.
 
@@ -408,9 +443,16 @@ def _decisions(
     it, and the numbers behind the decision. An event whose outcome was public before its last
     scheduled date also has ``outcome_public`` (first date it was public, the document ids, steps
     removed and kept); one left with too few steps is dropped at stage ``leakage``, rule
-    ``outcome_public``.
+    ``outcome_public``. With the leakage judge, ``leakage_judge`` lists its verdicts on the event's
+    documents (``doc_id``, ``lexical``: the lexical screen's decision, ``judge``: true, false or null
+    when it gave no usable answer, ``cached``).
     """
     no_dates_set = set(no_dates)
+    judged: dict[str, list[dict[str, Any]]] = {}
+    for verdict in verdicts:
+        judged.setdefault(verdict["event_id"], []).append(
+            {k: v for k, v in verdict.items() if k != "event_id"}
+        )
     public_of = {p.event_id: p for p in publics}
     neither = {event_id: reason for reason, ids in split.neither.items() for event_id in ids}
     train, evaluation = {e.id for e in split.train}, {e.id for e in split.eval}
@@ -447,6 +489,8 @@ def _decisions(
                 reason = neither.get(event.id, "unknown")
                 record.update(outcome="neither", stage="split", rule=reason, reason=reason)
             record["numbers"]["leakage_flags"] = flagged.get(event.id, 0)
+            if event.id in judged:
+                record["leakage_judge"] = judged[event.id]
         out.append(record)
     return out
 
@@ -506,9 +550,32 @@ def render_summary(report: dict[str, Any]) -> str:
             if measured
             else ""
         )
+        unseen = leak.get("measured_on_unseen_heldout")
+        if measured and unseen:
+            quality += (
+                f"; on the second labelled set (data it was not tuned on, held-out part): precision "
+                f"{unseen['precision']:.2f}, recall {unseen['recall']:.2f}"
+            )
         lines.append(
             f"leakage screen: {leak['flagged_documents']} documents flagged in {leak['events_with_flags']} events{quality}"
         )
+        for m in leak.get("labelled") or []:
+            parts = "".join(
+                f"; {name}: precision {p['precision']:.2f}, recall {p['recall']:.2f} ({p['true_flags']} of {p['flags']} flags, {p['positives']} leaks)"
+                for name, p in (m.get("by_split") or {}).items()
+            )
+            lines.append(
+                f"leakage screen ({m['rule']}) on {m['file']}: precision {m['precision']:.2f}, recall "
+                f"{m['recall']:.2f} ({m['true_flags']} of {m['flags']} flags true, {m['positives']} leaks in "
+                f"{m['pairs']} pairs; {m['not_rebuilt']} pairs not rebuilt){parts}"
+            )
+        judge_info = leak.get("judge")
+        if judge_info:
+            lines.append(
+                f"leakage judge {judge_info['model']} ({judge_info['scope']}): {leak.get('judge_verdicts', 0)} verdicts "
+                f"in decisions.jsonl, {judge_info['requests']} requests, {judge_info['cache_hits']} cached, "
+                f"{judge_info['failures']} failed"
+            )
         public = leak.get("outcome_public") or {}
         if public.get("run"):
             lines.append(
@@ -625,6 +692,18 @@ def render_markdown(report: dict[str, Any]) -> str:
             ],
             ("events", "episode features", "step features"),
         ) + [""]
+    if report.get("sibling_leaks"):
+        lines += [
+            "## Cross-question leaks",
+            "",
+            "How often a question's answer is written in another question of the same split "
+            "(`forecast_dojo.events.sibling_leak`):",
+            "",
+        ]
+        lines += [
+            f"- {name}: {describe_sibling_leaks(audit)}" for name, audit in report["sibling_leaks"].items()
+        ]
+        lines += [""]
     leak = report["leakage"]
     lines += ["## Leakage screen", ""]
     if not leak["run"]:
@@ -635,6 +714,20 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"({'excluded from those steps' if leak['excluded_from_episodes'] else 'listed only, not excluded'}).",
             "",
         ]
+        if leak.get("labelled"):
+            lines += ["### Precision and recall on labelled pairs", ""]
+            rows_measured = []
+            for m in leak["labelled"]:
+                parts = [("all", m)] + list((m.get("by_split") or {}).items())
+                rows_measured += [
+                    (m["file"], part, m["rule"], p["pairs"], p["positives"], p["flags"], p["true_flags"],
+                     f"{p['precision']:.2f}", f"{p['recall']:.2f}")
+                    for part, p in parts
+                ]  # fmt: skip
+            lines += _table(
+                rows_measured,
+                ("labels", "part", "rule", "pairs", "leaks", "flags", "true flags", "precision", "recall"),
+            ) + [""]
         public = leak.get("outcome_public") or {}
         if public.get("run"):
             lines += [

@@ -53,6 +53,26 @@ class EventsBuildArguments:
     )
     seed: int | None = option(None, help="schedule tie-breaking seed (default 0)")
     # BuildConfig's flags stand here
+    leakage_labels: tuple[Path, ...] = option(
+        (),
+        append=True,
+        help="labelled (question, document) pairs, JSON lines (repeatable): the build measures the leakage "
+        "screen's precision and recall on them (e.g. tests/events/fixtures/leakage_labels_unseen.jsonl)",
+    )
+    judge_base_url: str | None = option(
+        None,
+        help="an OpenAI-compatible /v1 URL: an LLM judges the leakage screen's documents (with --judge-model)",
+    )
+    judge_model: str | None = option(None, help="the judge's model name (with --judge-base-url)")
+    judge_scope: str = option(
+        "flags",
+        choices=("flags", "matches"),
+        help="flags: the judge confirms the lexical flags; matches: it reads every matching document",
+    )
+    judge_cache: Path | None = option(
+        None,
+        help="folder of cached judge prompts and replies (default: $FORECAST_DOJO_CACHE/leakage-judge, else ~/.cache/forecast_dojo/leakage-judge)",
+    )
     overwrite: bool = option(False, help="replace existing output files")
     strict: bool = option(
         False,
@@ -61,9 +81,18 @@ class EventsBuildArguments:
     no_progress: bool = option(False, help="no progress bars")
 
 
-# the flags in their order: the sources and windows, BuildConfig's own, then how to write
-WRITE_FIELDS = ("overwrite", "strict", "no_progress")
-INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(EventsBuildArguments) if f.name not in WRITE_FIELDS)
+# the flags in their order: the sources and windows, BuildConfig's own, then the screen's measures and how to write
+LATER_FIELDS = (
+    "leakage_labels",
+    "judge_base_url",
+    "judge_model",
+    "judge_scope",
+    "judge_cache",
+    "overwrite",
+    "strict",
+    "no_progress",
+)
+INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(EventsBuildArguments) if f.name not in LATER_FIELDS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,7 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_dataclass_arguments(build, EventsBuildArguments, only=INPUT_FIELDS)
     add_dataclass_arguments(build, BuildConfig, only=BUILD_FIELDS, flags=BUILD_FLAGS)
-    add_dataclass_arguments(build, EventsBuildArguments, only=WRITE_FIELDS)
+    add_dataclass_arguments(build, EventsBuildArguments, only=LATER_FIELDS)
     build.set_defaults(func=run_build)
 
 
@@ -95,6 +124,7 @@ def run_build(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.errors import ConfigError, InputNotFoundError
     from forecast_dojo.events.build import (
         BuildConfig,
         BuildConfigError,
@@ -144,8 +174,31 @@ def run_build(args: argparse.Namespace) -> int:
             )
         for folder in args.polymarket:
             imports.append(load_polymarket(folder, progress=progress))
+        leakage_judge = None
+        if args.judge_base_url or args.judge_model:
+            from forecast_dojo.events.judge import JudgeConfig, LeakageJudge
+            from forecast_dojo.synthetic.cache import default_cache_dir
+
+            leakage_judge = LeakageJudge(
+                JudgeConfig(
+                    base_url=args.judge_base_url or "",
+                    model=args.judge_model or "",
+                    cache_dir=args.judge_cache or default_cache_dir() / "leakage-judge",
+                    scope=args.judge_scope,
+                )
+            )
+        for labels in args.leakage_labels:
+            if not labels.is_file():
+                raise InputNotFoundError(f"{labels}: labels file not found (--leakage-labels)")
         corpus = Corpus.load(args.corpus) if args.corpus else None
-        output = build_events(imports, config, corpus=corpus, progress=progress)
+        output = build_events(
+            imports,
+            config,
+            corpus=corpus,
+            progress=progress,
+            leakage_labels=args.leakage_labels,
+            leakage_judge=leakage_judge,
+        )
         for warning in output.report.get("warnings") or []:
             print(f"events build: warning: {warning}", file=sys.stderr)
         if args.strict and output.report.get("warnings"):
@@ -156,6 +209,7 @@ def run_build(args: argparse.Namespace) -> int:
             return 3
         write_outputs(output, args.out, overwrite=args.overwrite)
     except (
+        ConfigError,
         BuildConfigError,
         SplitError,
         SchemaError,

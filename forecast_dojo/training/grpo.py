@@ -119,6 +119,7 @@ class ForecastStepEnv:
                 "valid": info["valid"],
                 "flags": list(info["flags"]),
                 "forecast": info["forecast"],
+                "scores": dict(info.get("scores") or {}),  # of the recorded forecast (uniform when invalid)
             }
             if "no_submission" in info["flags"]:
                 return "The step ended without a forecast (budget spent). Do not call any more tools."
@@ -127,15 +128,18 @@ class ForecastStepEnv:
             return "Forecast recorded. The step is over."
         return "\n\n".join(m["content"] for m in observation["messages"])
 
+    def _submission(self) -> Submission:
+        """What the rollout submitted: the valid forecast, or why it is missing (``missing`` / ``invalid``)."""
+        if self.outcome is None or "no_submission" in self.outcome["flags"]:
+            return Submission(None, "missing")
+        if not self.outcome["valid"]:
+            return Submission(None, "invalid")
+        return Submission(tuple(self.outcome["forecast"]), None)
+
     def get_reward(self) -> float:
         """The step's proper score; uniform's score minus a penalty for an invalid or missing forecast."""
         event = self.event
-        if self.outcome is None or "no_submission" in self.outcome["flags"]:
-            submission = Submission(None, "missing")
-        elif not self.outcome["valid"]:
-            submission = Submission(None, "invalid")
-        else:
-            submission = Submission(tuple(self.outcome["forecast"]), None)
+        submission = self._submission()
         return step_reward(
             submission,
             event.outcome_index,

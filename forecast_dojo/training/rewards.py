@@ -80,8 +80,24 @@ def step_reward(
     score = SCORING_RULES[rule]
     if submission.forecast is not None:
         return float(score(submission.forecast, outcome_index))
-    penalty = missing_penalty if submission.error == "missing" else invalid_penalty
-    return float(score(uniform(n_outcomes), outcome_index)) - penalty
+    return float(score(uniform(n_outcomes), outcome_index)) - penalty(
+        submission, invalid_penalty=invalid_penalty, missing_penalty=missing_penalty
+    )
+
+
+def penalty(
+    submission: Submission,
+    *,
+    invalid_penalty: float = INVALID_PENALTY,
+    missing_penalty: float = MISSING_PENALTY,
+) -> float:
+    """What :func:`step_reward` subtracts from uniform's score: 0 for a valid forecast, else the penalty for its error.
+
+    A served env (``forecast_dojo.integrations``) scores the uniform fallback itself; its clients subtract this.
+    """
+    if submission.forecast is not None:
+        return 0.0
+    return missing_penalty if submission.error == "missing" else invalid_penalty
 
 
 def _outcomes_of(kwargs: dict[str, Any], index: int) -> list[str]:

@@ -1,0 +1,718 @@
+"""The env as an OpenEnv server (``forecast-dojo serve``), its client, and TRL rollouts through servers.
+
+Server (:func:`create_app`, :func:`serve`): OpenEnv's WebSocket protocol (``/ws``; plus ``/health``,
+``/schema``, ``/metadata`` and ``/forecast_dojo``, the served env's facts). Each WebSocket connection is
+a **session** with its own env (:class:`ServedForecastEnv`, which declares
+``SUPPORTS_CONCURRENT_SESSIONS``, so TRL with ``num_generations > 1`` can hold several), run in its own
+thread; at most ``max_sessions`` at once (a client past the cap gets :class:`~forecast_dojo.errors.CapacityError`);
+a session idle for more than ``idle_timeout_s`` is closed and its slot freed (its client then gets
+:class:`~forecast_dojo.errors.SessionClosedError`). The stateless HTTP ``/reset`` and ``/step`` routes
+are not served: an episode needs its session.
+
+Wire types: :class:`ForecastAction` is one assistant turn exactly as ``env.step`` takes it (an OpenAI
+chat message dict, or text with ``<tool_call>`` blocks); any JSON a client sends is accepted as a turn,
+so model output never fails validation and ``env.step`` turns it into an error message for the model.
+:class:`ForecastObservation` carries the env's observation fields (``messages``, ``question``,
+``outcomes``, ``budget_left``, ...) and ``info``: the researcher's subset of the step's info (flags,
+validity, the forecast, its scores once the step ended), never the outcome, the step record or the
+episode length.
+
+Client (:class:`ForecastDojoClient`): synchronous; ``reset(**options)`` and ``step(action)`` return an
+OpenEnv ``StepResult`` with ``.observation``, ``.reward`` and ``.done``. :class:`RemoteForecastEnv`
+makes a server look like the env to :class:`~forecast_dojo.training.grpo.ForecastStepEnv`, so
+:func:`remote_environment_factory` gives TRL's ``GRPOTrainer`` rollouts that run on one or several
+servers (the multi-machine story), with the GRPO adapter's penalties for invalid or missing forecasts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import json
+import logging
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from openenv.core.client_types import StepResult
+from openenv.core.env_client import EnvClient
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import (
+    Action,
+    ConcurrencyConfig,
+    EnvironmentMetadata,
+    Observation,
+    State,
+    WSErrorCode,
+)
+from openenv.core.sync_client import SyncEnvClient
+from pydantic import Field, model_validator
+
+from forecast_dojo._version import __version__
+from forecast_dojo.errors import CapacityError, ConfigError, ServeError, SessionClosedError
+from forecast_dojo.training.grpo import ForecastStepEnv, _prompt_messages
+from forecast_dojo.training.rewards import step_reward
+
+log = logging.getLogger(__name__)
+
+# The step info a served observation carries (for the trainer; the model never sees it). Left out on purpose:
+# ``n_steps`` (the episode length), ``record`` (it holds the outcome), ``n_visible``.
+INFO_KEYS = (
+    "event_id",
+    "step",
+    "turn",
+    "tool_calls_used",
+    "budget_spent",
+    "step_ended",
+    "finished_step",
+    "cutoff",
+    "forecast",
+    "valid",
+    "flags",
+    "scores",
+    "logged",
+    "log_error",
+)
+SESSION_CLOSED = "This session was closed by the server"
+FACTS_ROUTE = "/forecast_dojo"
+
+
+class ForecastAction(Action):
+    """One assistant turn, as ``env.step`` takes it: an OpenAI chat message dict, or text with ``<tool_call>`` blocks.
+
+    Any JSON value is accepted: a payload that is not ``{"message": ...}`` is itself the turn (a bare
+    assistant message dict works), and whatever it holds reaches ``env.step``, which never raises on it.
+    """
+
+    message: Any = Field(
+        default="", description="the assistant turn: a chat message dict or text with <tool_call> blocks"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _as_turn(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and "message" in data
+            and set(data) <= {"message", "metadata"}
+            and isinstance(data.get("metadata", {}), dict)
+        ):
+            return data
+        return {"message": data}
+
+
+class ForecastObservation(Observation):
+    """The env's observation fields (``forecast_dojo.spaces.Observation``) plus the trainer's ``info``."""
+
+    messages: list[dict[str, Any]] = Field(default_factory=list, description="the new chat messages")
+    event_id: str = ""
+    step: int = 0
+    forecast_date: str = ""
+    question: str = ""
+    outcomes: list[str] = Field(default_factory=list)
+    memory: str = "none"
+    budget_left: dict[str, int] = Field(default_factory=dict)
+    notebook: str | None = None
+    n_steps: int | None = Field(default=None, description="only with show_episode_length (ablations)")
+    info: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the step's info for the trainer (never the outcome or episode length)",
+    )
+
+
+def _observation(
+    observation: dict[str, Any], info: dict[str, Any], reward: float | None, done: bool
+) -> ForecastObservation:
+    fields = {k: v for k, v in observation.items() if k in ForecastObservation.model_fields}
+    return ForecastObservation(
+        **fields, info={k: info[k] for k in INFO_KEYS if k in info}, reward=reward, done=done
+    )
+
+
+class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State]):
+    """One session's env on the server: ``make_env()`` is called at the session's first reset.
+
+    Args:
+        make_env: Builds the env (a :class:`~forecast_dojo.env.ForecastDojoEnv`).
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = (
+        True  # one env per session, nothing shared but read-only data
+    )
+
+    def __init__(self, make_env: Callable[[], Any]) -> None:
+        super().__init__()
+        self._make_env = make_env
+        self._env: Any = None  # built lazily: the server also builds throwaway instances (for /metadata)
+        self._closed = False
+        self._turns = 0
+        self._episode_id: str | None = None
+        self.busy = False  # inside reset/step: the idle reaper leaves the session alone
+
+    def _live(self) -> Any:
+        if self._closed:
+            raise SessionClosedError(
+                f"{SESSION_CLOSED} (idle for longer than the server's --idle-timeout, or shutting down): "
+                "reconnect to start a new session"
+            )
+        if self._env is None:
+            self._env = self._make_env()
+        return self._env
+
+    def reset(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        event_id: str | None = None,
+        **options: Any,
+    ) -> ForecastObservation:
+        """``env.reset(event_id, seed=seed, options=options)``: options ``step``, ``notebook``, ``rollout``, ...
+
+        Raises:
+            ResetError: Options the env refuses (the client gets the message).
+            UnknownEventError: An event outside the served split.
+        """
+        self.busy = True
+        try:
+            env = self._live()
+            options = {k: v for k, v in options.items() if v is not None}
+            observation, info = env.reset(event_id, seed=seed, options=options)
+            self._turns = 0
+            self._episode_id = episode_id or f"{observation['event_id']}@{observation['step']}"
+            return _observation(observation, info, None, False)
+        finally:
+            self.busy = False
+
+    def step(
+        self, action: ForecastAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> ForecastObservation:
+        """``env.step(action.message)``: never raises on what the turn holds.
+
+        Raises:
+            EpisodeError: A step before ``reset`` or after the episode ended (the client's mistake).
+        """
+        self.busy = True
+        try:
+            env = self._live()
+            observation, reward, terminated, truncated, info = env.step(action.message)
+            self._turns += 1
+            return _observation(observation, info, float(reward), bool(terminated or truncated))
+        finally:
+            self.busy = False
+
+    @property
+    def state(self) -> State:
+        """The episode id (``event@first step``) and the turns taken since the reset."""
+        return State(episode_id=self._episode_id, step_count=self._turns)
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        """The server's name, description and version."""
+        return EnvironmentMetadata(
+            name="forecast-dojo",
+            description="Replayable forecasting episodes: research with search/read, then submit_forecast",
+            version=__version__,
+        )
+
+    def close(self) -> None:
+        """Close the env; the session's later requests get a :class:`SessionClosedError` message."""
+        self._closed = True
+        if self._env is not None:
+            self._env.close()
+
+
+class _ForecastServer(HTTPEnvServer):
+    """OpenEnv's server, with an idle reaper that checks as often as a short timeout needs and spares busy sessions."""
+
+    async def _reap_idle_sessions(self) -> None:
+        timeout = self._session_idle_timeout_s
+        if timeout is None:
+            return
+        interval = min(max(timeout / 4, 0.05), 5.0)  # openenv's own waits at least 5 s between checks
+        while True:
+            try:
+                await asyncio.sleep(interval)
+                async with self._session_lock:
+                    now = time.time()
+                    stale = [
+                        sid
+                        for sid, info in self._session_info.items()
+                        if now - info.last_activity_at > timeout
+                        and not getattr(self._sessions.get(sid), "busy", False)
+                    ]
+                for sid in stale:
+                    log.info("closing session %s: idle for more than %.1f s", sid, timeout)
+                    await self._destroy_session(sid)
+            except asyncio.CancelledError:
+                break
+            except Exception as err:  # keep reaping: one failed close must not stop the loop
+                log.warning("idle-session reaper: %s", err)
+
+
+def served_facts(env: Any, spec: str | None = None) -> dict[str, Any]:
+    """What ``GET /forecast_dojo`` returns: the served env's configuration (no outcome).
+
+    Episode lengths (``n_steps`` per event, for building a GRPO dataset) are listed only for a training
+    split: an evaluation split's lengths would reveal early resolutions.
+    """
+    facts: dict[str, Any] = {
+        "name": "forecast-dojo",
+        "version": __version__,
+        "spec": spec,
+        "split": env.split,
+        "memory": env.memory,
+        "reward": env.reward_name,
+        "prompt": env.prompt,
+        "tools": list(env.enabled_tools),
+        "tool_schemas": env.tool_schemas(),
+        "budgets": {"max_tool_calls": env.budgets.max_tool_calls, "max_turns": env.budgets.max_turns},
+        "event_ids": [e.id for e in env.events],
+    }
+    if env.split == "train":
+        facts["n_steps"] = {e.id: e.n_steps for e in env.events}
+    return facts
+
+
+def create_app(
+    make_env: Callable[[], Any],
+    *,
+    max_sessions: int = 16,
+    idle_timeout_s: float | None = 600.0,
+    spec: str | None = None,
+) -> Any:
+    """The FastAPI app that serves ``make_env``'s env, one env per WebSocket session.
+
+    Args:
+        make_env: Builds one env; called once here (a bad spec fails before serving) and once per session.
+        max_sessions: Sessions held at once; one more gets a ``CAPACITY_REACHED`` error.
+        idle_timeout_s: Close a session idle for longer (None: never).
+        spec: The spec's name, reported at ``/forecast_dojo``.
+
+    Returns:
+        The app (serve it with uvicorn: :func:`serve`, or :class:`BackgroundServer` in a thread).
+
+    Raises:
+        ConfigError: ``max_sessions < 1`` or a non-positive ``idle_timeout_s``.
+    """
+    from fastapi import FastAPI
+
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ConfigError(f"max_sessions must be a positive integer, not {max_sessions!r}")
+    if idle_timeout_s is not None and not idle_timeout_s > 0:
+        raise ConfigError(f"idle_timeout_s must be positive (or None: never), not {idle_timeout_s!r}")
+    probe = make_env()
+    facts = served_facts(probe, spec)
+    probe.close()
+    server = _ForecastServer(
+        functools.partial(ServedForecastEnv, make_env),
+        ForecastAction,
+        ForecastObservation,
+        concurrency_config=ConcurrencyConfig(
+            max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s
+        ),
+    )
+    app = FastAPI(title="forecast-dojo", version=__version__, description="forecast-dojo served over OpenEnv")
+    server.register_routes(app, mode="production")  # /ws, /health, /schema, /metadata: no stateless /step
+
+    @app.get(FACTS_ROUTE)
+    def facts_route() -> dict[str, Any]:
+        return {**facts, "active_sessions": server.active_sessions, "max_sessions": max_sessions}
+
+    app.state.forecast_server = server
+    return app
+
+
+def serve(
+    make_env: Callable[[], Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_sessions: int = 16,
+    idle_timeout_s: float | None = 600.0,
+    spec: str | None = None,
+) -> None:
+    """Serve the env with uvicorn until interrupted (what ``forecast-dojo serve`` runs).
+
+    Args:
+        make_env: Builds one env per session.
+        host: The address to bind (``0.0.0.0`` to serve other machines).
+        port: The port.
+        max_sessions: Sessions held at once.
+        idle_timeout_s: Close a session idle for longer (None: never).
+        spec: The spec's name, reported at ``/forecast_dojo``.
+    """
+    import uvicorn
+
+    app = create_app(make_env, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, spec=spec)
+    print(
+        f"forecast-dojo serve: {spec or 'env'} on ws://{host}:{port}/ws "
+        f"(max {max_sessions} sessions, idle timeout {idle_timeout_s} s)",
+        flush=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=64 * 1024 * 1024)
+
+
+class BackgroundServer:
+    """Serve an app on ``host:port`` (0: a free port) in a daemon thread; a context manager (tests, benchmarks).
+
+    Args:
+        app: The app (:func:`create_app`).
+        host: The address to bind.
+        port: The port (0: any free one; :attr:`url` says which).
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0) -> None:
+        import uvicorn
+
+        self.host = host
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        self.port = int(self._socket.getsockname()[1])
+        config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024 * 1024)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [self._socket]},
+            daemon=True,
+            name="forecast-dojo-serve",
+        )
+
+    @property
+    def url(self) -> str:
+        """``http://host:port``: what :class:`ForecastDojoClient` takes."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> BackgroundServer:
+        """Start serving; returns once the server accepts connections."""
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ServeError(f"the server on {self.url} did not start", "CONNECTION")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and wait for the thread."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def fetch_facts(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """``GET /forecast_dojo`` of a server: its spec, split, memory mode, tools, schemas, sessions."""
+    url = base_url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1) + FACTS_ROUTE
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            facts: dict[str, Any] = json.loads(response.read())
+    except OSError as err:
+        raise ServeError(
+            f"cannot reach {url}: {err} (is `forecast-dojo serve` running there?)", "CONNECTION"
+        ) from err
+    return facts
+
+
+class AsyncForecastDojoClient(EnvClient[ForecastAction, ForecastObservation, State]):
+    """OpenEnv's async WebSocket client for a forecast-dojo server (:class:`ForecastDojoClient` is the sync one)."""
+
+    def _step_payload(self, action: Any) -> dict[str, Any]:
+        if isinstance(action, ForecastAction):
+            return {"message": action.message}
+        if hasattr(action, "model_dump"):  # the openai client's message object
+            action = action.model_dump(mode="json", exclude_none=True)
+        return {"message": action}
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[ForecastObservation]:
+        reward = payload.get("reward")
+        done = bool(payload.get("done", False))
+        observation = ForecastObservation(**payload.get("observation", {}), reward=reward, done=done)
+        return StepResult(observation=observation, reward=reward, done=done)
+
+    def _parse_state(self, payload: dict[str, Any]) -> State:
+        return State(**payload)
+
+    async def connect(self) -> AsyncForecastDojoClient:
+        """Open the session's WebSocket.
+
+        Raises:
+            ServeError: No server answers at the URL.
+        """
+        try:
+            await super().connect()
+        except ConnectionError as err:
+            raise ServeError(f"{err} (is `forecast-dojo serve` running there?)", "CONNECTION") from err
+        return self
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        await self._ensure_connected()
+        assert self._ws is not None
+        await self._ws.send(json.dumps(message, default=str))  # anything a model wrote is sent as text
+
+    async def _drop(self) -> None:
+        ws: Any = self._ws  # type: ignore[has-type]
+        self._ws = None
+        if ws is not None:
+            with contextlib.suppress(Exception):  # already closed by the server
+                await ws.close()
+
+    async def _last_words(self) -> dict[str, Any] | None:
+        """The message a server sent before closing the connection (None if it sent none), then drop it."""
+        ws: Any = self._ws
+        message: dict[str, Any] | None = None
+        if ws is not None:
+            try:
+                message = json.loads(await asyncio.wait_for(ws.recv(), timeout=1.0))
+            except Exception:  # nothing was left to read
+                message = None
+        await self._drop()
+        return message
+
+    async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        response: dict[str, Any] | None = None
+        try:
+            await self._send(message)
+            response = await self._receive()
+        except (TimeoutError, ConnectionClosed, OSError) as err:
+            # A server at capacity answers the connection with an error and closes it at once: read that answer.
+            response = await self._last_words()
+            if response is None:
+                raise ServeError(f"lost the session on {self._ws_url}: {err!r}", "CONNECTION") from err
+        if response.get("type") != "error":
+            return response
+        data = response.get("data", {})
+        code = str(data.get("code", "UNKNOWN"))
+        text = str(data.get("message", "unknown error"))
+        if code == WSErrorCode.CAPACITY_REACHED:
+            await self._drop()  # the server closed it; a later call reconnects
+            raise CapacityError(
+                f"{self._ws_url}: {text} (the server's --max-sessions; retry later or add a server)", code
+            )
+        if text.startswith(SESSION_CLOSED):
+            await self._drop()
+            raise SessionClosedError(text, code)
+        raise ServeError(text, code)
+
+
+class ForecastDojoClient(SyncEnvClient[ForecastAction, ForecastObservation, State]):
+    """A synchronous client of ``forecast-dojo serve``: one session (one env) per client.
+
+    Args:
+        base_url: The server, e.g. ``http://127.0.0.1:8000``.
+        **options: OpenEnv client options (``connect_timeout_s``, ``message_timeout_s``).
+
+    Example::
+
+        with ForecastDojoClient(base_url="http://127.0.0.1:8000") as client:
+            result = client.reset(event_id="syn-0006")
+            while not result.done:
+                result = client.step(my_policy(result.observation))  # an assistant turn
+    """
+
+    def __init__(self, base_url: str, **options: Any) -> None:
+        super().__init__(AsyncForecastDojoClient(base_url, **options))
+        self.base_url = base_url
+
+    def reset(
+        self,
+        *,
+        event_id: str | None = None,
+        step: int | None = None,
+        notebook: Any = None,
+        seed: int | None = None,
+        rollout: int | None = None,
+        **options: Any,
+    ) -> StepResult[ForecastObservation]:
+        """Start an episode, as ``env.reset(event_id, seed=seed, options={step, notebook, rollout, ...})``.
+
+        Raises:
+            ServeError: The server refused (an unknown event, a bad option: the env's message).
+            CapacityError: The server holds its maximum of sessions.
+        """
+        data = {"event_id": event_id, "step": step, "notebook": notebook, "seed": seed, "rollout": rollout}
+        data.update(options)
+        return super().reset(**{k: v for k, v in data.items() if v is not None})
+
+    def step(self, action: Any, **kwargs: Any) -> StepResult[ForecastObservation]:
+        """One assistant turn (a chat message dict, text, or a :class:`ForecastAction`)."""
+        return super().step(action, **kwargs)
+
+    def facts(self) -> dict[str, Any]:
+        """The server's ``/forecast_dojo`` facts (spec, split, memory, tools, schemas, sessions)."""
+        return fetch_facts(self.base_url)
+
+
+def observation_dict(observation: ForecastObservation) -> dict[str, Any]:
+    """A served observation as the env's observation dict (``forecast_dojo.spaces.Observation``)."""
+    data = observation.model_dump(exclude={"reward", "done", "metadata", "info", "n_steps"})
+    if observation.n_steps is not None:
+        data["n_steps"] = observation.n_steps
+    return data
+
+
+class RemoteForecastEnv:
+    """A served env with the env's own ``reset``/``step`` signatures (what the GRPO adapter drives).
+
+    Args:
+        base_url: The server.
+        **options: :class:`ForecastDojoClient` options.
+    """
+
+    def __init__(self, base_url: str, **options: Any) -> None:
+        self.base_url = base_url
+        self.facts = fetch_facts(base_url)
+        self.memory: str = self.facts["memory"]
+        self.enabled_tools: tuple[str, ...] = tuple(self.facts["tools"])
+        self.split: str = self.facts["split"]
+        self.outcomes: list[str] = []
+        self.event: Any = None  # the outcome stays on the server
+        self.client = ForecastDojoClient(base_url, **options)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The served env's tool schemas."""
+        return list(self.facts["tool_schemas"])
+
+    def reset(
+        self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """As ``ForecastDojoEnv.reset``: ``(observation, info)``."""
+        result = self.client.reset(event_id=event_id, seed=seed, **(options or {}))
+        self.outcomes = list(result.observation.outcomes)
+        return observation_dict(result.observation), dict(result.observation.info)
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """As ``ForecastDojoEnv.step``: ``(observation, reward, terminated, truncated, info)``."""
+        result = self.client.step(action)
+        info = dict(result.observation.info)
+        return (
+            observation_dict(result.observation),
+            float(result.reward or 0.0),
+            bool(result.done),
+            False,
+            info,
+        )
+
+    def close(self) -> None:
+        """Close the session."""
+        self.client.close()
+
+
+class RemoteForecastStepEnv(ForecastStepEnv):
+    """:class:`~forecast_dojo.training.grpo.ForecastStepEnv` over a :class:`RemoteForecastEnv`.
+
+    The reward is the server's proper score of the submitted forecast; an invalid or missing one gets
+    uniform's score minus the adapter's penalty (:func:`~forecast_dojo.training.rewards.step_reward`):
+    uniform's score is the same whatever the outcome, so the client computes it without knowing the outcome.
+    """
+
+    def get_reward(self) -> float:
+        """The step's proper score (from the server); uniform's score minus a penalty if invalid or missing."""
+        submission = self._submission()
+        if submission.forecast is not None and self.outcome is not None:
+            return float(self.outcome["scores"][self.rule])
+        return step_reward(
+            submission,
+            0,  # any index: uniform scores the same against every outcome
+            len(self.env.outcomes),
+            rule=self.rule,
+            invalid_penalty=self.invalid_penalty,
+            missing_penalty=self.missing_penalty,
+        )
+
+
+class RemoteForecastStepEnvWithPython(RemoteForecastStepEnv):
+    """:class:`RemoteForecastStepEnv` plus the served env's sandboxed ``python`` tool."""
+
+    python_tool: ClassVar[bool] = True
+
+
+def remote_environment_factory(
+    base_urls: str | Sequence[str], *, python: bool = False, **options: Any
+) -> Callable[[], ForecastStepEnv]:
+    """A zero-argument factory for ``GRPOTrainer(environment_factory=...)`` whose envs live on servers.
+
+    Each new environment opens a session on the next server in turn (round robin), so several servers
+    (on several machines) share one trainer's rollouts; each server needs ``--max-sessions`` of at
+    least its share of the rollouts generated at once.
+
+    Args:
+        base_urls: One server URL or several.
+        python: Expose the served env's ``python`` tool (when its sandbox works there).
+        **options: ``rule``, ``invalid_penalty``, ``missing_penalty`` (as the in-process adapter).
+
+    Returns:
+        The factory.
+    """
+    urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
+    if not urls:
+        raise ConfigError("remote_environment_factory needs at least one server URL")
+    turn = itertools.count()
+    cls = RemoteForecastStepEnvWithPython if python else RemoteForecastStepEnv
+
+    def factory() -> ForecastStepEnv:
+        return cls(RemoteForecastEnv(urls[next(turn) % len(urls)]), **options)
+
+    return factory
+
+
+def build_remote_dataset(
+    base_url: str,
+    event_ids: Sequence[str] | None = None,
+    *,
+    notebooks: dict[tuple[str, int], str] | None = None,
+) -> Any:
+    """One GRPO row per forecast step of the server's training events, with the prompt the server shows.
+
+    Args:
+        base_url: A server of a ``train`` split (``forecast-dojo serve --split train``, the default).
+        event_ids: Some of its events (default: all).
+        notebooks: Carried notebooks per (event, step) (memory-on), as for ``build_grpo_dataset``.
+
+    Returns:
+        A ``datasets.Dataset`` with ``prompt``, ``event_id``, ``step``, ``notebook``, ``outcomes``.
+
+    Raises:
+        ConfigError: The server does not serve a training split, or an event it does not hold.
+    """
+    from datasets import Dataset
+
+    facts = fetch_facts(base_url)
+    if facts["split"] != "train" or "n_steps" not in facts:
+        raise ConfigError(
+            f"{base_url} serves the {facts['split']!r} split: GRPO prompts come from a training split "
+            "(forecast-dojo serve --split train)"
+        )
+    lengths: dict[str, int] = facts["n_steps"]
+    chosen = list(event_ids) if event_ids is not None else list(lengths)
+    unknown = sorted(set(chosen) - set(lengths))
+    if unknown:
+        raise ConfigError(f"{base_url} holds no training event(s) {unknown}")
+    rows = []
+    with ForecastDojoClient(base_url) as client:
+        for event_id in chosen:
+            for step in range(lengths[event_id]):
+                notebook = (notebooks or {}).get((event_id, step)) if facts["memory"] == "notebook" else None
+                observation = client.reset(event_id=event_id, step=step, notebook=notebook).observation
+                rows.append(
+                    {
+                        "prompt": _prompt_messages(observation.messages),
+                        "event_id": event_id,
+                        "step": step,
+                        "notebook": notebook,
+                        "outcomes": list(observation.outcomes),
+                    }
+                )
+    return Dataset.from_list(rows)

@@ -1,0 +1,242 @@
+"""forecast-dojo serve for real on 127.0.0.1: concurrent clients play whole episodes, hostile turns, cap, reaping."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openenv")
+pytest.importorskip("uvicorn")
+
+from forecast_dojo.agents import EvidenceAgent  # noqa: E402
+from forecast_dojo.errors import CapacityError, ServeError, SessionClosedError  # noqa: E402
+from forecast_dojo.integrations.openenv import (  # noqa: E402
+    INFO_KEYS,
+    BackgroundServer,
+    ForecastDojoClient,
+    create_app,
+    fetch_facts,
+    observation_dict,
+)
+from tests.conftest import REPO_ROOT  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def synthetic_factory(synthetic_cache: Path):
+    """Envs over the synthetic world's training split (hashing embedder, python off)."""
+    from forecast_dojo.registration import make
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+        yield lambda: make("Synthetic-v0", embedder="hashing", python_runner=None, split="train")
+
+
+@pytest.fixture(scope="module")
+def server(synthetic_factory):
+    with BackgroundServer(create_app(synthetic_factory, max_sessions=4, spec="Synthetic-v0")) as running:
+        yield running
+
+
+def play_in_process(env, event_id: str) -> list[float]:
+    agent = EvidenceAgent()
+    observation, _ = env.reset(event_id)
+    rewards, done = [], False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(agent.act(observation))
+        rewards.append(reward)
+        done = terminated or truncated
+    return rewards
+
+
+def play_served(url: str, event_id: str, seen: list) -> list[float]:
+    agent = EvidenceAgent()
+    with ForecastDojoClient(base_url=url) as client:
+        result = client.reset(event_id=event_id)
+        rewards = []
+        while not result.done:
+            result = client.step(agent.act(observation_dict(result.observation)))
+            rewards.append(result.reward)
+            seen.append(result.observation)
+    return rewards
+
+
+def test_four_concurrent_clients_play_whole_episodes_as_in_process(server, synthetic_factory):
+    facts = fetch_facts(server.url)
+    assert facts["split"] == "train" and facts["memory"] == "none" and len(facts["event_ids"]) == 20
+    events = facts["event_ids"][:4]
+    results: dict[str, list[float]] = {}
+    seen: list = []
+    errors: list[BaseException] = []
+
+    def worker(event_id: str) -> None:
+        try:
+            results[event_id] = play_served(server.url, event_id, seen)
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(e,)) for e in events]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    env = synthetic_factory()
+    for event_id in events:
+        expected = play_in_process(env, event_id)
+        assert results[event_id] == pytest.approx(expected), event_id
+        assert (
+            len(results[event_id]) > facts["n_steps"][event_id]
+        )  # research turns plus one submission per step
+    # what a served observation carries: the env's fields and the trainer's info, never outcome or length
+    for observation in seen:
+        assert set(observation.info) <= set(INFO_KEYS)
+        assert observation.n_steps is None and observation.outcomes and observation.question
+        assert not {"n_steps", "record", "outcome", "outcome_index"} & set(observation.info)
+    ended = [o for o in seen if o.info.get("step_ended")]
+    assert ended and all(set(o.info["scores"]) == {"brier", "log", "spherical"} for o in ended)
+    assert fetch_facts(server.url)["active_sessions"] == 0  # every client closed its session
+
+
+HOSTILE = [
+    "not a tool call at all",
+    '<tool_call>{"name": "search", "arguments": {"query": </tool_call>',
+    {"role": "assistant", "content": None, "tool_calls": "everything"},
+    {"message": {"tool_calls": [{"function": {"name": "rm -rf", "arguments": "{}"}}]}, "extra": 1},
+    ["a", "list", {"of": "things"}],
+    12345,
+    None,
+    "\ud800 lone surrogate " + "x" * 200_000,
+    {"tool_calls": [{"function": {"name": "submit_forecast", "arguments": {"probabilities": [1e308, -1]}}}]},
+    json.loads("[" * 500 + "]" * 500),
+]
+
+
+def test_hostile_turns_never_kill_the_session_or_the_server(server):
+    with ForecastDojoClient(base_url=server.url) as client:
+        first = client.reset(event_id=fetch_facts(server.url)["event_ids"][0])
+        turns = first.observation.budget_left["turns"]
+        for action in HOSTILE[: turns - 1]:
+            result = client.step(action)
+            assert result.reward == 0.0 or result.observation.info["step_ended"]
+            assert result.observation.messages  # an error message or notice for the model
+        with pytest.raises(ServeError, match="unknown event id 'nope' in this environment's train split"):
+            client.reset(event_id="nope")
+        with pytest.raises(ServeError, match="unknown reset options"):
+            client.reset(bogus=1)
+        client.reset(step=0)  # the session is still there
+        state = client.state()
+        assert state.step_count == 0
+    # and so is the server
+    with ForecastDojoClient(base_url=server.url) as client:
+        assert client.reset(seed=3).observation.question
+
+
+def test_a_step_after_the_episode_is_an_error_and_the_session_survives(make_tiny_env):
+    app = create_app(lambda: make_tiny_env(), max_sessions=1)
+    with BackgroundServer(app) as running, ForecastDojoClient(base_url=running.url) as client:
+        with pytest.raises(ServeError, match="call reset"):
+            client.step("hello")
+        result = client.reset(event_id="harbor", step=2)  # the last step of 3
+        result = client.step(
+            {
+                "tool_calls": [
+                    {"function": {"name": "submit_forecast", "arguments": {"probabilities": [0.8, 0.2]}}}
+                ]
+            }
+        )
+        assert result.done and result.reward == pytest.approx(-2 * 0.2**2)
+        with pytest.raises(ServeError, match="episode is over"):
+            client.step("again")
+        assert not client.reset(event_id="mayor").done
+
+
+def test_the_session_cap_and_idle_reaping(make_tiny_env):
+    app = create_app(lambda: make_tiny_env(), max_sessions=2, idle_timeout_s=0.4)
+    with BackgroundServer(app) as running:
+        first, second = ForecastDojoClient(base_url=running.url), ForecastDojoClient(base_url=running.url)
+        first.reset(event_id="harbor")
+        second.reset(event_id="mayor")
+        third = ForecastDojoClient(base_url=running.url)
+        with pytest.raises(CapacityError, match="max-sessions"):
+            third.reset(event_id="harbor")
+        assert fetch_facts(running.url)["active_sessions"] == 2
+        # kept busy, the first survives; the idle second is closed
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            first.step("thinking")
+            time.sleep(0.1)
+        assert fetch_facts(running.url)["active_sessions"] == 1
+        with pytest.raises(SessionClosedError, match="reconnect"):
+            second.step("are you there?")
+        # the freed slot serves a new session; the reaped client reconnects with a reset
+        assert third.reset(event_id="harbor").observation.event_id == "harbor"
+        with pytest.raises(CapacityError):
+            second.reset(event_id="mayor")
+        third.close()
+        assert second.reset(event_id="mayor").observation.event_id == "mayor"
+        for client in (first, second):
+            client.close()
+
+
+def test_refused_configurations(make_tiny_env):
+    with pytest.raises(ValueError, match="max_sessions"):
+        create_app(lambda: make_tiny_env(), max_sessions=0)
+    with pytest.raises(ValueError, match="idle_timeout_s"):
+        create_app(lambda: make_tiny_env(), idle_timeout_s=0)
+    with pytest.raises(ServeError, match="is `forecast-dojo serve` running"):
+        ForecastDojoClient(base_url="http://127.0.0.1:9").reset()
+
+
+@pytest.mark.slow
+def test_the_serve_command_serves_a_spec(synthetic_cache):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {**os.environ, "FORECAST_DOJO_CACHE": str(synthetic_cache), "PYTHONPATH": str(REPO_ROOT)}
+    command = [
+        sys.executable,
+        "-m",
+        "forecast_dojo.cli",
+        "serve",
+        "--spec",
+        "Synthetic-v0",
+        "--port",
+        str(port),
+    ]
+    command += ["--embedder", "hashing", "--no-python", "--max-sessions", "2", "--idle-timeout", "30"]
+    process = subprocess.Popen(
+        command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                facts = fetch_facts(url, timeout_s=1)
+                break
+            except ServeError:
+                assert process.poll() is None, process.communicate()[1][-3000:]
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+        assert (
+            facts["spec"] == "Synthetic-v0" and facts["max_sessions"] == 2 and "python" not in facts["tools"]
+        )
+        with ForecastDojoClient(base_url=url) as client:
+            result = client.reset(seed=0)
+            k = len(result.observation.outcomes)
+            result = client.step(
+                f'<tool_call>{{"name": "submit_forecast", "arguments": {{"probabilities": {[1 / k] * k}}}}}</tool_call>'
+            )
+            assert result.observation.info["step_ended"] and result.observation.info["valid"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
