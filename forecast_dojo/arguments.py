@@ -43,8 +43,6 @@ class Flag:
         zero_is_none: An ``int | None`` field whose "none" is written ``0`` on the command line
             (``--best-of 0`` keeps every record).
         choices: The allowed values.
-        optional: A field without a default that the command line may leave out (None then): the
-            server's ``--base-url``, needed only by agent ``openai``.
     """
 
     name: str | None = None
@@ -52,7 +50,6 @@ class Flag:
     invert: bool = False
     zero_is_none: bool = False
     choices: Sequence[str] | None = None
-    optional: bool = False
 
 
 def option(
@@ -69,7 +66,8 @@ def option(
     """A dataclass field that says how its flag reads (what ``add_argument`` would otherwise be told).
 
     Args:
-        default: The field's default (none: a required flag, or a required positional argument).
+        default: The field's default (none: a required flag, or a required positional argument; a
+            plain dataclass field without a default is an optional flag whose absence reads None).
         help: The flag's help (default: the class docstring's ``Attributes:`` entry).
         choices: The allowed values.
         aliases: Further option strings of the same flag, e.g. ``("--memory",)``.
@@ -83,7 +81,7 @@ def option(
     """
     metadata: dict[str, Any] = {"help": help, "choices": choices, "aliases": tuple(aliases), "parse": parse}
     metadata |= {"nargs": nargs, "positional": positional, "append": append}
-    metadata = {k: v for k, v in metadata.items() if v not in (None, (), False)}
+    metadata = {"option": True} | {k: v for k, v in metadata.items() if v not in (None, (), False)}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -210,8 +208,9 @@ def _add_field(
     help_text = spec.help or meta.get("help") or docs.get(name)
     if help_text:
         help_text = re.sub(r"``([^`]*)``", r"\1", help_text).rstrip(".").replace("%", "%%")
+    # an option() without a default is required; a plain field without one is left out as None
     missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    required = missing and not spec.optional
+    required = missing and "option" in meta
     default = _field_default(f)
     hint, optional = _unwrap_optional(annotation)
     kwargs: dict[str, Any] = {"help": help_text}

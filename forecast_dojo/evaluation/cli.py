@@ -36,8 +36,6 @@ SERVER_FIELDS = (
     "tool_mode",
 )
 SERVER_FLAGS = {
-    "base_url": Flag(optional=True),
-    "model": Flag(optional=True),
     "api_key": Flag(help="default: $OPENAI_API_KEY or 'EMPTY'"),
     "timeout_s": Flag("--timeout", "seconds per request before it counts as a (retryable) timeout"),
     "max_retries": Flag("--retries"),
