@@ -94,3 +94,29 @@ def _message(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             for i, (name, arguments) in enumerate(calls)
         ],
     }
+
+
+class WorldUniformAgent(ConversationAgent):
+    """The floor: the uniform forecast on every new fixed-outcome question, nothing on free-form ones, then ``next_day``."""
+
+    name = "world-uniform"
+
+    def respond(self, observation: Any) -> dict[str, Any]:
+        """Submit uniform forecasts for the questions without one, and end the day."""
+        new = {
+            q["id"]: {label: 1.0 / len(q["outcomes"]) for label in q["outcomes"]}
+            for q in observation["open_questions"]
+            if not q["free_form"] and q["id"] not in observation["forecasts"]
+        }
+        calls: list[tuple[str, dict[str, Any]]] = [("submit_forecasts", {"forecasts": new})] if new else []
+        return _message([*calls, ("next_day", {})])
+
+
+class WorldIdleAgent(ConversationAgent):
+    """Never forecasts: calls ``next_day`` every day (every question scores 0)."""
+
+    name = "world-idle"
+
+    def respond(self, observation: Any) -> dict[str, Any]:
+        """End the day."""
+        return _message([("next_day", {})])

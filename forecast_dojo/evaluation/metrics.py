@@ -42,6 +42,7 @@ from forecast_dojo.tools import SUBMIT_FORECAST
 N_BINS = 10
 FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
+HORIZONS = tuple(name for _, _, name in HORIZON_BUCKETS)  # shortest first
 THIRDS = ("first", "middle", "last")
 
 Row = dict[str, Any]
@@ -363,7 +364,8 @@ def paired_difference(
         seed: bootstrap seed.
 
     Returns:
-        ``{"a", "b", "metric", "steps", "events", "mean", "ci"}``.
+        ``{"a", "b", "metric", "steps", "events", "mean", "ci", "max_abs_difference"}`` (the largest
+        ``|a - b|`` of any paired step: 0 when the two are identical at every step).
 
     Raises:
         ValueError: when no step was scored by both.
@@ -394,6 +396,7 @@ def paired_difference(
         "events": len(by_event),
         "mean": mean,
         "ci": (low, high),
+        "max_abs_difference": max(abs(d) for values in by_event.values() for d in values),
     }
 
 
@@ -432,7 +435,12 @@ def horizon_bucket(days: float) -> str:
 
 
 def breakdown(
-    rows: Sequence[Row], key: Callable[[Row], Any], *, n_boot: int = 1000, seed: int = 0
+    rows: Sequence[Row],
+    key: Callable[[Row], Any],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+    order: Sequence[Any] = (),
 ) -> list[dict[str, Any]]:
     """Mean Brier (and its interval) per forecaster and per value of ``key`` (e.g. life third, source).
 
@@ -441,9 +449,11 @@ def breakdown(
         key: function of a row giving its slice (rows where it is None are skipped).
         n_boot: bootstrap resamples.
         seed: bootstrap seed.
+        order: the slices' natural order (e.g. :data:`THIRDS`); slices not in it follow, as text.
 
     Returns:
-        One ``{"agent", "memory", "slice", "events", "steps", "brier", "brier_ci"}`` per non-empty cell.
+        One ``{"agent", "memory", "slice", "events", "steps", "brier", "brier_ci"}`` per non-empty cell,
+        by forecaster, then slice in ``order``.
     """
     cells: dict[tuple[str, str, Any], list[Row]] = defaultdict(list)
     for row in rows:
@@ -451,7 +461,13 @@ def breakdown(
         if k is not None:
             cells[(*forecaster(row), k)].append(row)
     out = []
-    for (agent, memory, value), group in sorted(cells.items(), key=lambda kv: tuple(map(str, kv[0]))):
+    rank = {value: i for i, value in enumerate(order)}
+
+    def position(cell: tuple[str, str, Any]) -> tuple[str, str, int, str]:
+        agent, memory, value = cell
+        return agent, memory, rank.get(value, len(rank)), str(value)
+
+    for (agent, memory, value), group in sorted(cells.items(), key=lambda kv: position(kv[0])):
         mean, low, high = event_bootstrap(
             _by_event(group, lambda r: brier_loss(r["forecast"], r["outcome_index"])),
             n_boot=n_boot,
@@ -474,7 +490,10 @@ def breakdown(
 def by_life_third(rows: Sequence[Row], **kwargs: Any) -> list[dict[str, Any]]:
     """:func:`breakdown` by the third of the event's life (rows need ``n_steps``)."""
     return breakdown(
-        rows, lambda r: life_third(int(r["step"]), int(r["n_steps"])) if r.get("n_steps") else None, **kwargs
+        rows,
+        lambda r: life_third(int(r["step"]), int(r["n_steps"])) if r.get("n_steps") else None,
+        order=THIRDS,
+        **kwargs,
     )
 
 
@@ -483,6 +502,7 @@ def by_horizon(rows: Sequence[Row], **kwargs: Any) -> list[dict[str, Any]]:
     return breakdown(
         rows,
         lambda r: horizon_bucket(r["horizon_days"]) if r.get("horizon_days") is not None else None,
+        order=HORIZONS,
         **kwargs,
     )
 
@@ -535,19 +555,24 @@ def format_table(table: Sequence[dict[str, Any]], market: dict[str, Any] | None 
     Returns:
         The table as text.
     """
-    header = (
-        f"{'agent':<22} {'mode':<15} {'events':>6} {'steps':>6}  {'Brier (95% CI), lower is better':>32}"
-        f"  {'BI':>5}  {'log loss':>8}  {'acc':>5}  {'ECE':>5}  {'fail':>5}"
-    )
-    lines = [header, "-" * len(header)]
+    names = []
     for line in table:
-        low, high = line["brier_ci"]
-        ci = f"{line['brier']:.4f} [{low:.4f}, {high:.4f}]" if not math.isnan(low) else f"{line['brier']:.4f}"
         name = line["agent"]
         if name == "market" and market is not None and market["steps"]:
             name = f"market ({market['with_market']}/{market['steps']} steps)"
+        names.append(name)
+    wide = max([22, *map(len, names)])  # columns stay aligned however long a label or mode is
+    mode_wide = max([15, *(len(line["memory"]) for line in table)])
+    header = (
+        f"{'agent':<{wide}} {'mode':<{mode_wide}} {'events':>6} {'steps':>6}  {'Brier (95% CI), lower is better':>32}"
+        f"  {'BI':>5}  {'log loss':>8}  {'acc':>5}  {'ECE':>5}  {'fail':>5}"
+    )
+    lines = [header, "-" * len(header)]
+    for name, line in zip(names, table, strict=True):
+        low, high = line["brier_ci"]
+        ci = f"{line['brier']:.4f} [{low:.4f}, {high:.4f}]" if not math.isnan(low) else f"{line['brier']:.4f}"
         lines.append(
-            f"{name:<22} {line['memory']:<15} {line['events']:>6} {line['steps']:>6}  {ci:>32}"
+            f"{name:<{wide}} {line['memory']:<{mode_wide}} {line['events']:>6} {line['steps']:>6}  {ci:>32}"
             f"  {line['brier_index']:>5.1f}  {line['log_loss']:>8.4f}  {line['accuracy']:>5.3f}"
             f"  {line['ece']:>5.3f}  {line['failure_any']:>5.1%}"
         )

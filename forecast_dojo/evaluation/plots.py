@@ -1,20 +1,51 @@
 """Figures of an evaluation report, in the field's conventions (Brier loss: lower is better).
 
-* ``reliability.png``: reliability diagram per forecaster (every outcome of every step, 10 bins).
+* ``reliability.png``: a reliability diagram per forecaster, one small panel each (every outcome of
+  every step, 10 bins), the number of probabilities per bin as marker size and as a bar strip.
 * ``life.png``: mean Brier loss per third of the event's life, per agent mode, with the market
   (on its own steps) and the other references.
 * ``memory_gain.png``: Brier(notebook) - Brier(memory-free) per step position (negative: memory helps).
-* ``cost.png``: research cost per mode (tool calls and tokens per step).
+* ``cost.png``: research cost per mode (tool calls, and tokens per step when any step logged them).
+
+Every figure draws a forecaster in the same colour (:func:`forecaster_colours`): the references in
+fixed neutral colours, each agent/mode in its own colour of a qualitative palette.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from forecast_dojo.evaluation import metrics
+
+# the references keep one colour in every report; agents' colours come from PALETTE in sorted order
+REFERENCE_COLOURS = {
+    "market": "black",
+    "oracle": "dimgray",
+    "base-rate": "saddlebrown",
+    "uniform": "darkgray",
+}
+PALETTE = (  # tab10 without its brown and grey (the references'), then tab20's lighter shades
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#f7b6d2",
+    "#dbdb8d",
+    "#9edae5",
+)
 
 
 def _plt() -> Any:
@@ -38,6 +69,89 @@ def _name(agent: str, mode: str) -> str:
     return agent if mode == "-" else f"{agent}/{mode}"
 
 
+def forecaster_colours(names: Iterable[str]) -> dict[str, str]:
+    """One colour per forecaster name (``agent/mode``, or a reference's name), the same in every figure.
+
+    Args:
+        names: every forecaster of the report.
+
+    Returns:
+        Name -> matplotlib colour: references their fixed colour, agents the palette in sorted order
+        (cycling past 16).
+    """
+    colours: dict[str, str] = {}
+    agents = sorted({n for n in names if n not in REFERENCE_COLOURS})
+    for i, name in enumerate(agents):
+        colours[name] = PALETTE[i % len(PALETTE)]
+    for name in names:
+        if name in REFERENCE_COLOURS:
+            colours[name] = REFERENCE_COLOURS[name]
+    return colours
+
+
+def _reliability(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) -> str:
+    """Small multiples: one reliability panel per forecaster (uniform omitted), bin counts shown."""
+    panels = [(n, p) for n, p in sorted(report["reliability"].items()) if not n.startswith("uniform") and p]
+    columns = min(3, max(len(panels), 1))
+    rows = max(math.ceil(len(panels) / columns), 1)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.3 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    for ax, (key, points) in zip(axes.flat, panels, strict=False):
+        name = key.removesuffix("/-")
+        colour = colours.get(name, "black")
+        counts = [p["count"] for p in points]
+        most = max(counts)
+        strip = ax.twinx()  # the bin counts, as a bar strip along the bottom quarter of the panel
+        strip.bar(
+            [(p["bin"] + 0.5) / metrics.N_BINS for p in points],
+            counts,
+            width=0.9 / metrics.N_BINS,
+            color=colour,
+            alpha=0.18,
+        )
+        strip.set_ylim(0, most * 4)
+        strip.set_yticks([])
+        for p in points:
+            strip.annotate(
+                str(p["count"]),
+                ((p["bin"] + 0.5) / metrics.N_BINS, p["count"]),
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                color="0.3",
+            )
+        ax.plot([0, 1], [0, 1], color="black", linewidth=0.7, linestyle="--")
+        ax.plot(
+            [p["mean_forecast"] for p in points], [p["observed"] for p in points], color=colour, linewidth=1
+        )
+        ax.scatter(
+            [p["mean_forecast"] for p in points],
+            [p["observed"] for p in points],
+            s=[12 + 140 * c / most for c in counts],
+            color=colour,
+            edgecolor="white",
+            linewidth=0.5,
+            zorder=3,
+        )
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_zorder(strip.get_zorder() + 1)  # the curve above the strip
+        ax.patch.set_visible(False)
+        ax.set_title(f"{name} (n = {sum(counts)})", fontsize=9)
+        ax.tick_params(labelsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("forecast probability", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("observed frequency", fontsize=8)
+    fig.suptitle(
+        "Reliability: every outcome of every step, 10 bins (numbers and bars: probabilities per bin; "
+        "dashed: perfect; uniform omitted)",
+        fontsize=9,
+    )
+    return _save(fig, out, "reliability.png")
+
+
 def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str | Path) -> list[str]:
     """Draw the report's figures into ``out``; returns their file names.
 
@@ -51,19 +165,8 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
     """
     plt = _plt()
     out = Path(out)
-    written = []
-
-    fig, ax = plt.subplots(figsize=(6, 5))
-    ax.plot([0, 1], [0, 1], color="black", linewidth=0.8, linestyle="--", label="perfect")
-    for name, points in sorted(report["reliability"].items()):
-        if name.startswith("uniform"):
-            continue
-        ax.plot([p["mean_forecast"] for p in points], [p["observed"] for p in points], marker="o", label=name)
-    ax.set_xlabel("forecast probability")
-    ax.set_ylabel("observed frequency")
-    ax.set_title("Reliability (every outcome of every step)")
-    ax.legend(fontsize=7)
-    written.append(_save(fig, out, "reliability.png"))
+    colours = forecaster_colours({_name(r["agent"], r["memory"]) for r in rows})
+    written = [_reliability(plt, report, colours, out)]
 
     fig, ax = plt.subplots(figsize=(7, 5))
     cells: dict[str, dict[str, float]] = defaultdict(dict)
@@ -71,11 +174,18 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
         cells[_name(c["agent"], c["memory"])][c["slice"]] = c["brier"]
     for name, by_third in sorted(cells.items()):
         xs = [i for i, t in enumerate(metrics.THIRDS) if t in by_third]
-        style = {"linestyle": "--", "color": "black"} if name == "market" else {}
-        ax.plot(xs, [by_third[metrics.THIRDS[i]] for i in xs], marker="o", label=name, **style)
+        style = {"linestyle": "--"} if name in REFERENCE_COLOURS else {}
+        ax.plot(
+            xs,
+            [by_third[metrics.THIRDS[i]] for i in xs],
+            marker="o",
+            label=name,
+            color=colours.get(name),
+            **style,
+        )
     ax.set_xticks(range(3), ["first third", "middle third", "last third"])
     ax.set_ylabel("mean Brier loss (lower is better)")
-    ax.set_title("Score over the event's life (market: on its own steps)")
+    ax.set_title("Score over the event's life (dashed: references; market on its own steps)")
     ax.legend(fontsize=7)
     written.append(_save(fig, out, "life.png"))
 
@@ -94,7 +204,13 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for agent, by_step in sorted(gains.items()):
             steps = sorted(by_step)
-            ax.plot(steps, [sum(by_step[s]) / len(by_step[s]) for s in steps], marker="o", label=agent)
+            ax.plot(
+                steps,
+                [sum(by_step[s]) / len(by_step[s]) for s in steps],
+                marker="o",
+                label=f"{agent} (notebook - none)",
+                color=colours.get(f"{agent}/notebook"),
+            )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xlabel("step position (0 = first forecast date)")
         ax.set_ylabel("Brier(notebook) - Brier(none)\n(negative: the notebook helps)")
@@ -104,14 +220,22 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
 
     agent_lines = [t for t in report["table"] if t["memory"] != "-"]
     if agent_lines:
-        fig, (calls, tokens) = plt.subplots(1, 2, figsize=(11, 4.5))
         labels = [_name(t["agent"], t["memory"]) for t in agent_lines]
-        calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color="tab:blue")
+        bar_colours = [colours.get(label) for label in labels]
+        logged_tokens = any(metrics.tokens_of(r) for r in rows)
+        if logged_tokens:
+            fig, (calls, tokens) = plt.subplots(1, 2, figsize=(11, 4.5))
+        else:
+            fig, calls = plt.subplots(figsize=(6.5, 4.5))
+        calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color=bar_colours)
         calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
         calls.set_ylabel("research tool calls per step")
-        tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color="tab:orange")
-        tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-        tokens.set_ylabel("tokens per step (prompt + completion)")
-        fig.suptitle("Research cost per mode")
+        if logged_tokens:
+            tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color=bar_colours)
+            tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+            tokens.set_ylabel("tokens per step (prompt + completion)")
+            fig.suptitle("Research cost per mode")
+        else:
+            fig.suptitle("Research cost per mode (no token counts logged)")
         written.append(_save(fig, out, "cost.png"))
     return written

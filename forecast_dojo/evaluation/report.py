@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.evaluation import metrics
-from forecast_dojo.evaluation.study import EPISODE_MODES, STUDY_MODES, study_rows
+from forecast_dojo.evaluation.study import (
+    EPISODE_MODES,
+    STALE_FIRST,
+    STUDY_MODES,
+    control_coverage,
+    study_rows,
+)
 
 REFERENCE = "-"
 
@@ -49,6 +55,95 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _prints_as_zero(c: dict[str, Any]) -> bool:
+    """Whether a comparison's mean and interval all print as ``+0.0000``."""
+    values = [c["mean"], *(v for v in c["ci"] if not math.isnan(v))]
+    return all(abs(v) < 5e-5 for v in values)
+
+
+def fold_comparisons(
+    comparisons: Sequence[dict[str, Any]], *, tokens_logged: bool = True
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Split comparisons into the informative ones and sentences that name the uninformative ones.
+
+    A comparison whose mean and interval print as ``+0.0000`` says only that the two forecasters
+    (nearly) coincide; those are named per pair in one sentence (identical at every step, or within
+    0.00005) instead of one line each. Without any token count logged, token comparisons are dropped.
+
+    Args:
+        comparisons: :func:`comparisons` output.
+        tokens_logged: whether any row logged token counts.
+
+    Returns:
+        (the comparisons to list, the sentences for the rest).
+    """
+    shown: list[dict[str, Any]] = []
+    exact: dict[str, list[str]] = {}
+    close: dict[str, list[str]] = {}
+    for c in comparisons:
+        if c["metric"] == "tokens" and not tokens_logged:
+            continue
+        if not _prints_as_zero(c):
+            shown.append(c)
+            continue
+        pair = f"{c['a'][0]}/{c['a'][1]} - {c['b'][0]}/{c['b'][1]}"
+        bucket = exact if c.get("max_abs_difference", 1.0) == 0 else close
+        bucket.setdefault(pair, []).append(c["metric"])
+
+    def named(pairs: dict[str, list[str]]) -> str:
+        return "; ".join(f"{pair} ({', '.join(m)})" for pair, m in pairs.items())
+
+    sentences = []
+    if exact:
+        sentences.append(
+            f"Identical at every paired step (difference exactly 0, not listed): {named(exact)}."
+        )
+    if close:
+        sentences.append(
+            f"Within 0.00005 in mean and 95 % interval (prints as +0.0000, not listed): {named(close)}."
+        )
+    if not tokens_logged:
+        sentences.append("No step logged token counts, so no token comparison is shown.")
+    return shown, sentences
+
+
+def matched_steps(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows on the (event, step) pairs every agent condition played, for the headline table.
+
+    Conditions that played different steps (notebook controls replay steps >= 1 or >= 2; a study
+    pooled with a shorter one) are not comparable on their own steps: the headline compares every
+    forecaster, references included, on the steps all agent conditions share (the market on its
+    own steps among them).
+
+    Args:
+        rows: study rows.
+
+    Returns:
+        (the matched rows, ``{"restricted", "pairs", "of", "conditions"}``: whether steps were
+        dropped, the matched and all (event, step) pairs, and each agent condition's pairs). Rows
+        come back unchanged when the conditions played the same steps, or shared none.
+    """
+    played: dict[str, set[tuple[str, int]]] = {}
+    every: set[tuple[str, int]] = set()
+    for r in rows:
+        pair = (r["event_id"], int(r["step"]))
+        every.add(pair)
+        if r["memory"] != REFERENCE:
+            played.setdefault(f"{r['agent']}/{r['memory']}", set()).add(pair)
+    shared = set.intersection(*played.values()) if played else every
+    restricted = bool(shared) and shared != every
+    info = {
+        "restricted": restricted,
+        "pairs": len(shared) if restricted else len(every),
+        "of": len(every),
+        "conditions": {name: len(pairs) for name, pairs in sorted(played.items())},
+    }
+    if not restricted:
+        info["none_shared"] = bool(played) and not shared
+        return list(rows), info
+    return [r for r in rows if (r["event_id"], int(r["step"])) in shared], info
+
+
 def comparison_line(c: dict[str, Any]) -> str:
     """One comparison as text (Brier: negative means ``a`` is better)."""
     low, high = c["ci"]
@@ -69,24 +164,35 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None = None) -> dict[str, Any]:
+def build_report(
+    rows: Sequence[dict[str, Any]],
+    *,
+    knowledge_cutoff: str | None = None,
+    controls: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Every number of the report, from rows (pure).
 
     Args:
         rows: study rows (agents' and references').
         knowledge_cutoff: optional model knowledge cutoff (``YYYY-MM-DD``) for the contamination view.
+        controls: what each notebook control replayed (:func:`~forecast_dojo.evaluation.study.control_coverage`).
 
     Returns:
-        ``table``, ``market_coverage``, ``comparisons``, ``life_thirds``, ``horizon``, ``source``,
-        ``step_position`` (mean Brier per step index), ``reliability`` (per forecaster), and
-        ``contamination`` (tables on events opened after the cutoff) when asked.
+        ``table`` (on :func:`matched_steps`), ``matched_steps``, ``table_all_steps`` (each forecaster on
+        all its steps, when the matched table dropped some), ``market_coverage``, ``comparisons``,
+        ``life_thirds``, ``horizon``, ``source``, ``step_position`` (mean Brier per step index),
+        ``reliability`` (per forecaster), ``notebook_controls`` when given, and ``contamination``
+        (tables on events opened after the cutoff) when asked.
     """
     coverage = metrics.market_coverage(rows)
+    matched, matching = matched_steps(rows)
+    matching["market_coverage"] = metrics.market_coverage(matched)
     report: dict[str, Any] = {
         "conventions": "Brier = multiclass Brier loss in [0, 2], lower is better (the RL reward is its negative); "
         "BI = Brier Index 100 (1 - sqrt(Brier / 2)); log loss floored at 1e-3; accuracy with fractional ties; "
         "ECE top-label, 10 bins; means within event then across events; 95 % event-bootstrap intervals (seed 0).",
-        "table": metrics.summarize(rows),
+        "table": metrics.summarize(matched),
+        "matched_steps": matching,
         "market_coverage": coverage,
         "comparisons": comparisons(rows),
         "life_thirds": metrics.by_life_third(rows),
@@ -100,6 +206,11 @@ def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None
             for (a, m), group in metrics.group_rows(rows).items()
         },
     }
+    if matching["restricted"]:
+        report["table_all_steps"] = metrics.summarize(rows)
+    if controls:
+        report["notebook_controls"] = controls
+    report["tokens_logged"] = any(metrics.tokens_of(r) for r in rows)
     if knowledge_cutoff:
         split = metrics.contamination_split(rows, knowledge_cutoff)
         report["contamination"] = {
@@ -111,21 +222,13 @@ def build_report(rows: Sequence[dict[str, Any]], *, knowledge_cutoff: str | None
     return report
 
 
-def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[str]) -> str:
-    coverage = report["market_coverage"]
+def _table_lines(table: Sequence[dict[str, Any]], coverage: dict[str, Any]) -> list[str]:
+    """A summary table in markdown (the market's row marked with the steps it covers)."""
     lines = [
-        "# Evaluation report",
-        "",
-        f"Study folders: {', '.join(str(r) for r in runs)}",
-        "",
-        report["conventions"],
-        f"The market exists at {coverage['with_market']} of {coverage['steps']} (event, step) pairs "
-        f"({coverage['share']:.0%}); comparisons with it use exactly those steps.",
-        "",
         "| forecaster | mode | events | steps | Brier (95% CI) | BI | log loss | accuracy | ECE | failures | tool calls | tokens |",
         "| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for t in report["table"]:
+    for t in table:
         low, high = t["brier_ci"]
         ci = f"{t['brier']:.4f} [{low:.4f}, {high:.4f}]" if not math.isnan(low) else f"{t['brier']:.4f}"
         name = t["agent"]
@@ -136,24 +239,102 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
             f"{t['log_loss']:.4f} | {t['accuracy']:.3f} | {t['ece']:.3f} | {t['failure_any']:.1%} | "
             f"{t['tool_calls']:.2f} | {t['tokens']:.0f} |"
         )
+    return lines
+
+
+def _slice_table(cells: Sequence[dict[str, Any]], order: Sequence[str], header: str) -> list[str]:
+    """One row per forecaster, one column per slice in ``order`` (those present): ``Brier (steps)``."""
+    by_forecaster: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for c in cells:
+        by_forecaster.setdefault((c["agent"], c["memory"]), {})[c["slice"]] = c
+    present = [s for s in order if any(s in v for v in by_forecaster.values())]
+    present += sorted({str(c["slice"]) for c in cells} - set(present))
+    lines = [
+        f"| forecaster | mode | {' | '.join(f'{header} {s}' for s in present)} |",
+        "| --- | --- |" + " ---: |" * len(present),
+    ]
+    for (agent, memory), by_slice in by_forecaster.items():
+        values = [
+            f"{by_slice[s]['brier']:.4f} ({by_slice[s]['steps']})" if s in by_slice else "" for s in present
+        ]
+        lines.append(f"| {agent} | {memory} | {' | '.join(values)} |")
+    return lines
+
+
+def _control_lines(controls: dict[str, dict[str, Any]]) -> list[str]:
+    """The notebook controls' coverage: steps replayed of the notebook run's, and why any were skipped."""
+    lines = [
+        "",
+        "## Notebook controls: steps replayed",
+        "",
+        "Each control replays the notebook run's steps after the first; a step where it has no notebook "
+        "to give is skipped.",
+        "",
+        "| control | replayed | of the notebook run's steps after the first | skipped (why) |",
+        "| --- | ---: | ---: | --- |",
+    ]
+    warnings = []
+    for name, c in sorted(controls.items()):
+        why = "; ".join(f"{n}: {reason}" for reason, n in sorted(c["skipped"].items())) or "-"
+        lines.append(f"| {name} | {c['planned']} | {c['replayable']} | {why} |")
+        unexpected = {r: n for r, n in c["skipped"].items() if r != STALE_FIRST}
+        if unexpected:
+            warnings.append(
+                f"**Warning:** {name} replayed {c['planned']} of {c['replayable']} steps "
+                f"({'; '.join(f'{n} skipped: {r}' for r, n in sorted(unexpected.items()))})."
+            )
+    return lines + ([""] + warnings if warnings else [])
+
+
+def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[str]) -> str:
+    coverage = report["market_coverage"]
+    matching = report["matched_steps"]
+    lines = [
+        "# Evaluation report",
+        "",
+        f"Study folders: {', '.join(str(r) for r in runs)}",
+        "",
+        report["conventions"],
+        f"The market exists at {coverage['with_market']} of {coverage['steps']} (event, step) pairs "
+        f"({coverage['share']:.0%}); comparisons with it use exactly those steps.",
+        "",
+    ]
+    if matching["restricted"]:
+        played = ", ".join(f"{name} {n}" for name, n in matching["conditions"].items())
+        lines += [
+            f"**Matched steps.** The agent conditions played different steps ({played} (event, step) pairs), "
+            f"so this table compares every forecaster on the {matching['pairs']} of {matching['of']} pairs "
+            "that all of them played (the market on its own steps among them); each forecaster on all its "
+            "steps follows the paired differences.",
+            "",
+        ]
+    elif matching.get("none_shared"):
+        lines += [
+            "**No step was played by every agent condition**, so each row is on its own steps: "
+            "compare rows through the paired differences only.",
+            "",
+        ]
+    lines += _table_lines(report["table"], matching["market_coverage"])
+    if not report.get("tokens_logged", True):
+        lines += ["", "No step logged token counts (the tokens column is 0)."]
+    if report.get("notebook_controls"):
+        lines += _control_lines(report["notebook_controls"])
+    shown, folded = fold_comparisons(report["comparisons"], tokens_logged=report.get("tokens_logged", True))
     lines += [
         "",
         "## Paired differences (a - b on identical (event, step, rollout); Brier: negative = a better)",
         "",
     ]
-    lines += [comparison_line(c) for c in report["comparisons"]] or ["(none)"]
-    lines += ["", "## Brier over the event's life (thirds of each event's steps)", ""]
-    lines += ["| forecaster | mode | third | steps | Brier |", "| --- | --- | --- | ---: | ---: |"]
-    lines += [
-        f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['steps']} | {c['brier']:.4f} |"
-        for c in report["life_thirds"]
-    ]
-    lines += ["", "## Brier by horizon (days from forecast date to close)", ""]
-    lines += ["| forecaster | mode | horizon | steps | Brier |", "| --- | --- | --- | ---: | ---: |"]
-    lines += [
-        f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['steps']} | {c['brier']:.4f} |"
-        for c in report["horizon"]
-    ]
+    lines += [f"- {comparison_line(c).strip()}" for c in shown] or ["(none)"]
+    if folded:
+        lines += [""] + folded
+    if "table_all_steps" in report:
+        lines += ["", "## Every forecaster on all its own steps (not comparable across rows)", ""]
+        lines += _table_lines(report["table_all_steps"], coverage)
+    lines += ["", "## Brier over the event's life (thirds of each event's steps): Brier (steps)", ""]
+    lines += _slice_table(report["life_thirds"], metrics.THIRDS, "third:")
+    lines += ["", "## Brier by horizon (days from forecast date to close): Brier (steps)", ""]
+    lines += _slice_table(report["horizon"], metrics.HORIZONS, "")
     lines += ["", "## Brier by source", ""]
     lines += ["| forecaster | mode | source | events | Brier |", "| --- | --- | --- | ---: | ---: |"]
     lines += [
@@ -202,7 +383,10 @@ def write_report(
             if key not in seen:  # references shared by several folders count once
                 seen.add(key)
                 rows.append(row)
-    report = build_report(rows, knowledge_cutoff=knowledge_cutoff)
+    controls: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        controls |= control_coverage(run)
+    report = build_report(rows, knowledge_cutoff=knowledge_cutoff, controls=controls)
     figures: list[str] = []
     if plots:
         from forecast_dojo.evaluation.plots import plot_report
@@ -210,8 +394,23 @@ def write_report(
         figures = plot_report(rows, report, out)
     (out / "report.json").write_text(json.dumps(_jsonable(report), indent=2, sort_keys=True))
     (out / "report.md").write_text(_markdown(report, [Path(r) for r in runs], figures))
-    report["table_text"] = metrics.format_table(report["table"], market=report["market_coverage"])
+    matching = report["matched_steps"]
+    report["table_text"] = metrics.format_table(report["table"], market=matching["market_coverage"])
+    if matching["restricted"]:
+        report["table_text"] = (
+            f"On the {matching['pairs']} of {matching['of']} (event, step) pairs every agent condition played "
+            "(report.md also has each forecaster on all its steps):\n" + report["table_text"]
+        )
+    shown, folded = fold_comparisons(report["comparisons"], tokens_logged=report["tokens_logged"])
     report["comparison_lines"] = ["", "Paired differences (a - b; Brier: negative means a is better):"] + [
-        comparison_line(c) for c in report["comparisons"]
+        comparison_line(c) for c in shown
     ]
+    report["comparison_lines"] += [f"  {sentence}" for sentence in folded]
+    for name, c in sorted(controls.items()):
+        unexpected = {r: n for r, n in c["skipped"].items() if r != STALE_FIRST}
+        if unexpected:
+            reasons = "; ".join(f"{n} skipped: {r}" for r, n in sorted(unexpected.items()))
+            report["comparison_lines"].append(
+                f"Warning: {name} replayed {c['planned']} of {c['replayable']} steps ({reasons})"
+            )
     return report

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -220,14 +221,52 @@ def control_notebook(
     raise ConfigError(f"unknown notebook control {control!r}; known: {CONTROLS}")
 
 
+# why a control replays no notebook at a step; the first is by design, the others are warned about
+STALE_FIRST = "step 1: no notebook of its own from two steps before"
+
+
+def control_skip_reason(
+    control: str,
+    record: StepRecord,
+    by_key: Mapping[tuple[str, int, int], StepRecord],
+    events: Mapping[str, Event],
+) -> str:
+    """Why :func:`control_notebook` does not apply at ``record``'s step (one line, for the report).
+
+    Args:
+        control: the notebook control.
+        record: the memory-on run's record of the step.
+        by_key: that run's records by (event, step, rollout).
+        events: the study's events by id.
+
+    Returns:
+        The reason, as text.
+    """
+    if control == "stale":
+        return STALE_FIRST if record.step < 2 else "its step two before is not logged"
+    if control == "oracle":
+        return "no oracle posterior for the previous step (the synthetic world only)"
+    if control == "shuffled":
+        k = len(events[record.event_id].outcomes)
+        if sum(len(e.outcomes) == k for e in events.values()) < 2:
+            return f"no other evaluated event has {k} outcomes to lend its notebook"
+        return "the donor event has no logged step in this rollout"
+    return f"the {control} control does not apply"
+
+
 def plan_controls(
     directory: Path,
     source: Path,
     control: str,
     events: Sequence[Event],
     oracle: Mapping[tuple[str, int], Sequence[float]] | None,
-) -> tuple[list[Episode], int]:
-    """Single-step replays of the memory-on run's steps (>= 1) under a notebook control: (jobs, done)."""
+) -> tuple[list[Episode], int, dict[str, int]]:
+    """Single-step replays of the memory-on run's steps (>= 1) under a notebook control.
+
+    Returns:
+        (jobs left to play, steps already logged, skipped steps counted by reason
+        (:func:`control_skip_reason`)).
+    """
     records = load_records(source) if (Path(source) / "steps.jsonl").exists() else []
     if not records:
         raise StudyError(
@@ -237,17 +276,20 @@ def plan_controls(
     by_key = {(r.event_id, r.step, r.rollout): r for r in records if r.event_id in by_id}
     done_keys = {(k[1], k[2], k[3]) for k in log_status(directory).keys}
     jobs, done = [], 0
+    skipped: dict[str, int] = {}
     for (event_id, step, rollout), record in sorted(by_key.items()):
         if step < 1:
             continue
         applies, notebook = control_notebook(control, record, by_key, by_id, oracle)
         if not applies:
+            reason = control_skip_reason(control, record, by_key, by_id)
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         if (event_id, step, rollout) in done_keys:
             done += 1
             continue
         jobs.append(Episode(event_id, rollout, 0, step, notebook, single=True))
-    return jobs, done
+    return jobs, done, skipped
 
 
 def evaluate_step(
@@ -353,8 +395,11 @@ def run_study(
                 )
             control = STUDY_MODES[mode].control
             if control is not None:
-                jobs, done = plan_controls(directory, log_dir(out, name, "notebook"), control, events, oracle)
+                jobs, done, skipped = plan_controls(
+                    directory, log_dir(out, name, "notebook"), control, events, oracle
+                )
                 total = done + len(jobs)
+                _note_control(out, study, f"{name}/{mode}", total, skipped)
             else:
                 jobs, done = plan_episodes(directory, events, rollouts, seed, env_memory(mode))
                 total = sum(e.n_steps for e in events) * rollouts
@@ -373,6 +418,38 @@ def run_study(
                 tqdm(total=total, initial=done, desc=f"{name} / {mode}", unit="step", disable=not progress),
             )
     return {"played": played, "reused": reused, "logs": [str(p) for p in logs]}
+
+
+def _note_control(out: Path, study: dict[str, Any], name: str, planned: int, skipped: dict[str, int]) -> None:
+    """Record in ``study.json`` how many of the notebook run's steps a control replays, and warn of gaps."""
+    replayable = planned + sum(skipped.values())
+    study.setdefault("controls", {})[name] = {
+        "replayable": replayable,
+        "planned": planned,
+        "skipped": skipped,
+    }
+    (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
+    unexpected = {reason: n for reason, n in skipped.items() if reason != STALE_FIRST}
+    if unexpected:
+        reasons = "; ".join(f"{n} step(s): {reason}" for reason, n in sorted(unexpected.items()))
+        warnings.warn(
+            f"{name} replays {planned} of the notebook run's {replayable} steps after the first ({reasons})",
+            stacklevel=3,
+        )
+
+
+def control_coverage(out: str | Path) -> dict[str, dict[str, Any]]:
+    """What each notebook control of a study folder replayed (written by :func:`run_study`).
+
+    Args:
+        out: the study folder.
+
+    Returns:
+        ``{"<agent>/<mode>": {"replayable", "planned", "skipped": {reason: steps}}}``; empty for a
+        study without controls (or one written before this was recorded).
+    """
+    study = json.loads((Path(out) / STUDY_FILE).read_text())
+    return dict(study.get("controls", {}))
 
 
 def _run_jobs(

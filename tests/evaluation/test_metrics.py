@@ -180,7 +180,8 @@ def test_life_thirds_horizon_and_contamination():
     assert life_third(0, 1) == "first"
     assert horizon_bucket(3) == "<=7d" and horizon_bucket(30) == "8-30d" and horizon_bucket(400) == ">90d"
     rows = [row("a", "none", "e1", s, [0.5, 0.5], n_steps=3) for s in range(3)]
-    assert [c["slice"] for c in by_life_third(rows)] == ["first", "last", "middle"]
+    # the natural order (issue 20), not the string order
+    assert [c["slice"] for c in by_life_third(rows)] == ["first", "middle", "last"]
     split = contamination_split(
         [
             row("a", "none", "old", 0, [0.5, 0.5], open_at="2023-05-01T00:00:00Z"),

@@ -155,3 +155,24 @@ def test_sft_from_log(synthetic_cache, tmp_path):
     ).read_text()
     agent = llm.TransformersAgent.from_pretrained(checkpoint)
     assert agent.model is not None
+
+
+@pytest.mark.slow
+def test_world_loop(synthetic_cache, tmp_path):
+    out = tmp_path / "world.json"
+    result = run_example(
+        "world_loop.py",
+        "--embedder",
+        "hashing",
+        "--end",
+        "2031-04-01",
+        "--out",
+        str(out),
+        cache=synthetic_cache,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[0].startswith("forecaster")
+    rows = json.loads(out.read_text())
+    assert set(rows) == {"world-scripted", "world-uniform", "world-idle", "oracle"}
+    assert rows["world-idle"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
+    assert rows["world-scripted"]["skill"][0] > rows["world-uniform"]["skill"][0]
