@@ -258,9 +258,10 @@ def pretrained_agent(
 
     Args:
         path: the checkpoint directory, an HF model id, or ``"smollm2"``.
-        dtype: ``"float32"`` or ``"bfloat16"`` (weights for inference; bfloat16 halves the bytes read
-            per generated token: 13 % less time for a 2,000-token prompt and 100 new tokens on a
-            2-core AMX CPU, ``docs/training.md``).
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"auto"`` (bfloat16 where it runs natively, see
+            :func:`native_bfloat16`; weights for inference: bfloat16 halves the bytes read per generated
+            token, 13 % less time for a 2,000-token prompt and 100 new tokens on a 2-core AMX CPU, but
+            is emulated, about 2.7 times slower than float32, on an AVX2-only CPU; ``docs/training.md``).
         batch_size: above 1, agents made with the same path, dtype and batch size share a
             :class:`~forecast_dojo.agents.batching.GenerationBatcher` (episodes played in threads
             generate together).
@@ -269,6 +270,7 @@ def pretrained_agent(
     Returns:
         A fresh agent (an empty transcript).
     """
+    dtype = resolve_dtype(dtype)
     with _LOADING:  # episodes start in threads: load each model once, not once per thread
         model, tokenizer = _load_pretrained(str(path), dtype)
         if batch_size > 1:
@@ -280,13 +282,39 @@ def pretrained_agent(
 _LOADING = threading.Lock()
 
 
+LOCAL_DTYPES = ("auto", "float32", "bfloat16")
+
+
+def native_bfloat16() -> bool:
+    """Whether bfloat16 matrix products run natively here (a CUDA GPU, or a CPU with AVX-512 BF16 or AMX).
+
+    Elsewhere (e.g. an AVX2-only CPU) torch emulates them: measured on this project's 2-core AVX2 machine,
+    a batch of 8 turns took 186 s with bfloat16 weights against 68 s in float32 (docs/training.md).
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    cpu = getattr(torch, "cpu", None)
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(cpu, name, lambda: False)()) for name in checks)
+
+
+def resolve_dtype(dtype: str) -> str:
+    """``"auto"`` as ``"bfloat16"`` where :func:`native_bfloat16`, else ``"float32"``; others unchanged."""
+    if dtype not in LOCAL_DTYPES:
+        raise ConfigError(f"dtype must be one of {list(LOCAL_DTYPES)}, got {dtype!r}")
+    if dtype == "auto":
+        return "bfloat16" if native_bfloat16() else "float32"
+    return dtype
+
+
 @functools.lru_cache(maxsize=4)
 def _load_pretrained(path: str, dtype: str = "float32") -> tuple[Any, Any]:
     import torch
 
     dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    if dtype not in dtypes:
-        raise ConfigError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+    dtype = resolve_dtype(dtype)
     model = load_model(path, dtype=dtypes[dtype])
     model.eval()
     return model, load_tokenizer(path)

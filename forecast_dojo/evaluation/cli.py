@@ -154,9 +154,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     local.add_argument(
         "--local-dtype",
-        choices=["float32", "bfloat16"],
-        default="float32",
-        help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16)",
+        choices=["auto", "float32", "bfloat16"],
+        default="auto",
+        help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16, "
+        "about 2.7x slower where it is emulated, e.g. AVX2 only; auto: bfloat16 where native, else float32)",
     )
     local.add_argument("--local-max-new-tokens", type=_count(1), default=256, help="tokens per reply")
     run.set_defaults(func=run_command)

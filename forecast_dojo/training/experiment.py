@@ -50,6 +50,12 @@ def _fields(kind: str) -> set[str]:
     return {f.name for f in dataclasses.fields(arguments)}
 
 
+def _native_bfloat16() -> bool:
+    from forecast_dojo.agents.llm import native_bfloat16
+
+    return native_bfloat16()
+
+
 @dataclass
 class ExperimentArguments:
     """Arguments of the learning experiment (CPU-sized defaults, estimated at about 2 hours on 2 quiet cores).
@@ -73,10 +79,13 @@ class ExperimentArguments:
         sft_batch_size: sequences per forward pass.
         sft_grad_accum: forward passes per optimizer step.
         sft_learning_rate: SFT peak learning rate.
-        sft_bf16: bfloat16 autocast in SFT (faster on this CPU).
+        sft_bf16: bfloat16 autocast in SFT (default: where bfloat16 is native, see
+            :func:`forecast_dojo.agents.llm.native_bfloat16`).
+        teacher_sample: play the teacher on a seeded sample of this many training events (0: all).
         eval_events: held-out events to evaluate (empty: all of them).
+        eval_sample: evaluate a seeded sample of this many held-out events (0: all).
         eval_concurrency: episodes generated as one batch by the local model.
-        eval_dtype: the local model's weights at evaluation (``bfloat16`` is fastest on CPU).
+        eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
         eval_max_new_tokens: tokens per reply at evaluation.
         grpo_max_steps: GRPO optimizer steps (0 skips GRPO and its evaluation).
         grpo_num_generations: completions per prompt.
@@ -96,6 +105,7 @@ class ExperimentArguments:
     tools: list[str] = field(default_factory=lambda: ["search", "read", "submit_forecast"])
     max_tool_calls: int = 3
     max_turns: int = 4
+    teacher_sample: int = 0
     teacher_rollouts: int = 1
     best_of: int = 1
     max_tokens: int = 1024
@@ -104,10 +114,11 @@ class ExperimentArguments:
     sft_batch_size: int = 2
     sft_grad_accum: int = 4
     sft_learning_rate: float = 1e-4
-    sft_bf16: bool = True
+    sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
     eval_events: list[str] = field(default_factory=list)
+    eval_sample: int = 0
     eval_concurrency: int = 32
-    eval_dtype: str = "bfloat16"
+    eval_dtype: str = "auto"
     eval_max_new_tokens: int = 160
     grpo_max_steps: int = 4
     grpo_num_generations: int = 4
@@ -238,6 +249,9 @@ def _run_argv(
     argv += ["--seed", str(args.seed), "--out", str(out)]
     if split == "eval" and args.eval_events:
         argv += ["--event-ids", *args.eval_events]
+    sample = args.eval_sample if split == "eval" else args.teacher_sample
+    if sample:
+        argv += ["--sample", str(sample)]
     return argv
 
 
@@ -474,7 +488,7 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
     if layout.arguments.is_file():
         theirs = json.loads(layout.arguments.read_text())
         # where results are copied to, and how much GRPO runs, do not change earlier stages' outputs
-        ignore = {"results"}
+        ignore = {"results"} | {k for k in mine if k.startswith("grpo_")} | {"extra_grpo"}
         changed = sorted(k for k in mine if k not in ignore and theirs.get(k) != mine[k])
         if changed:
             raise ExperimentError(

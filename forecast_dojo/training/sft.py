@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer
+from forecast_dojo.agents.llm import SMOLLM2, load_model, load_tokenizer, native_bfloat16
 from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.checkpoint import train_and_save
@@ -43,7 +43,8 @@ class SFTArguments:
         warmup_ratio: the share of steps spent warming up.
         max_length: tokens per sequence; the export shortens tool results to fit it (1,024: the compact
             prompt profile's budget; the default profile's records need 2,048).
-        bf16: bfloat16 autocast (on: faster than float32 on this CPU, ``benchmarks/sft.py``).
+        bf16: bfloat16 autocast (default: where bfloat16 is native, a GPU or a CPU with AMX/AVX-512
+            BF16, where it was faster than float32, ``benchmarks/sft.py``; emulated elsewhere).
         gradient_checkpointing: recompute activations in the backward pass (less memory, slower).
         lora_rank: train a LoRA adapter of this rank (needs ``peft``) instead of every weight; 0: full.
         lora_alpha: LoRA scaling.
@@ -64,7 +65,7 @@ class SFTArguments:
     learning_rate: float = 5e-5
     warmup_ratio: float = 0.05
     max_length: int = 1024
-    bf16: bool = True
+    bf16: bool = field(default_factory=native_bfloat16)
     gradient_checkpointing: bool = False
     lora_rank: int = 0
     lora_alpha: int = 32
