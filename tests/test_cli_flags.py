@@ -40,7 +40,7 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--prompt", "prompt", "None", "choices=default|compact"),
         ("--max-turns", "max_turns", "None", "type=integer >= 1"),
         ("--max-tool-calls", "max_tool_calls", "None", "type=integer >= 0"),
-        ("--knowledge-cutoff", "knowledge_cutoff", "None", "type=_day"),
+        ("--knowledge-cutoff", "knowledge_cutoff", "None", "type=iso_day"),
         ("--base-url", "base_url", "None", ""),
         ("--model", "model", "None", ""),
         ("--api-key", "api_key", "None", ""),
@@ -49,13 +49,13 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--timeout", "timeout_s", "120.0", "type=float"),
         ("--retries", "max_retries", "4", "type=int"),
         ("--tool-mode", "tool_mode", "'native'", "choices=native|text"),
-        ("--local-dtype", "local_dtype", "'float32'", "choices=float32|bfloat16"),
+        ("--local-dtype", "local_dtype", "'auto'", "choices=auto|float32|bfloat16"),
         ("--local-max-new-tokens", "local_max_new_tokens", "256", "type=integer >= 1"),
     ],
     "report": [
         ("runs", "runs", "None", "required nargs=+ type=Path"),
         ("--out", "out", "None", "type=Path"),
-        ("--knowledge-cutoff", "knowledge_cutoff", "None", "type=_day"),
+        ("--knowledge-cutoff", "knowledge_cutoff", "None", "type=iso_day"),
         ("--no-plots", "no_plots", "False", "StoreTrue"),
     ],
     "world": [
@@ -170,13 +170,18 @@ def test_no_flag_disappears_or_changes(command):
 
 def test_no_hand_written_flags_are_left():
     """Each subcommand's flags come from dataclasses: every dest is a field of one of its config dataclasses."""
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
     from forecast_dojo.corpus.cli import CorpusBuildArguments, CorpusCheckArguments
+    from forecast_dojo.evaluation.cli import ReportArguments, RunArguments, WorldArguments
     from forecast_dojo.events.build import BuildConfig
     from forecast_dojo.events.cli import EventsBuildArguments
     from forecast_dojo.training.cli import ExportSFTArguments
     from forecast_dojo.training.export import ExportConfig
 
     sources = {
+        "run": (RunArguments, OpenAIConfig),
+        "report": (ReportArguments,),
+        "world": (WorldArguments,),
         "corpus build": (CorpusBuildArguments,),
         "corpus verify": (CorpusCheckArguments,),
         "corpus migrate": (CorpusCheckArguments,),
@@ -193,6 +198,9 @@ def test_no_hand_written_flags_are_left():
 @pytest.mark.parametrize(
     ("words", "argv", "cls", "only"),
     [
+        ("world", [], "WorldArguments", None),
+        ("report", ["study"], "ReportArguments", None),
+        ("run", [], "RunArguments", None),
         ("corpus verify", ["c"], "CorpusCheckArguments", None),
         ("corpus build", ["--source", "generic", "--input", "i", "--out", "o"], "CorpusBuildArguments", None),
     ],
@@ -200,8 +208,9 @@ def test_no_hand_written_flags_are_left():
 def test_the_parsed_flags_build_the_dataclass_back(words, argv, cls, only):
     """Parsing no optional flag gives the dataclass's defaults (the flags and the fields agree)."""
     import forecast_dojo.corpus.cli as corpus_cli
+    import forecast_dojo.evaluation.cli as evaluation_cli
 
-    arguments = getattr(corpus_cli, cls)
+    arguments = getattr(evaluation_cli, cls, None) or getattr(corpus_cli, cls)
     args = build_parser().parse_args([*words.split(), *argv])
     built = dataclass_from_arguments(arguments, args, only=only)
     required = {
