@@ -2,7 +2,7 @@
 
     python examples/world_loop.py --embedder hashing              # the 20 held-out questions' calendar
     python examples/world_loop.py --embedder hashing --free-form  # multi-outcome questions become free-form
-    python examples/world_loop.py --end 2031-04-01 --out world.json
+    python examples/world_loop.py --end 2031-04-01 --out world.json --figure world.png
 
 Plays the scripted world agent (researches each new question, revises weekly), the uniform and the
 idle (no forecast) floors, and scores the Bayes-optimal oracle on the same question-days; prints the
@@ -21,6 +21,7 @@ import forecast_dojo  # noqa: F401  (registers forecast_dojo/SyntheticSim-v0)
 from forecast_dojo.agents.world import WorldIdleAgent, WorldScriptedAgent, WorldUniformAgent
 from forecast_dojo.evaluation.world import (
     play_world,
+    plot_world_curves,
     render_world_table,
     summarize_world,
     tables_from_records,
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--out", default=None, help="write the summaries (with the per-day curves) as JSON here"
     )
+    parser.add_argument("--figure", default=None, help="write the per-day curves as a PNG here")
     args = parser.parse_args()
 
     options = {"embedder": args.embedder, "split": args.split, "end": args.end, "free_form": args.free_form}
@@ -53,6 +55,8 @@ def main() -> None:
     assert oracle is not None
     rows["oracle"] = summarize_world(oracle, oracle=oracle)
     print(render_world_table(rows))
+    if args.figure:
+        plot_world_curves(rows, args.figure)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=1)

@@ -33,7 +33,7 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--train-events", "train_events", "None", "type=Path"),
         ("--step", "step", "None", "type=integer >= 0"),
         ("--notebook", "notebook", "None", "type=Path"),
-        ("--out", "out", "PosixPath('runs/latest')", "type=Path"),
+        ("--out", "out", "None", "type=Path"),
         ("--overwrite", "overwrite", "False", "StoreTrue"),
         ("--concurrency", "concurrency", "1", "type=integer >= 1"),
         ("--no-python", "no_python", "False", "StoreTrue"),

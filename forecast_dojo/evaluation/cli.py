@@ -45,6 +45,19 @@ SERVER_FLAGS = {
 }
 
 
+# where ``run`` writes without --out: the main job, and a study with notebook controls (its own folder)
+DEFAULT_OUT = Path("runs/latest")
+CONTROLS_OUT = Path("runs/notebook-controls")
+
+
+def default_out(modes: list[str]) -> Path:
+    """The study folder ``run`` writes to without ``--out``: :data:`CONTROLS_OUT` for a notebook-control study."""
+    from forecast_dojo.evaluation.study import STUDY_MODES
+
+    controls = any(m in STUDY_MODES and STUDY_MODES[m].control for m in modes)
+    return CONTROLS_OUT if controls else DEFAULT_OUT
+
+
 @dataclass(kw_only=True)
 class RunArguments:
     """The flags of ``forecast-dojo run`` besides the server ones (those are :class:`OpenAIConfig`'s fields)."""
@@ -83,7 +96,11 @@ class RunArguments:
         None, parse=at_least(0), help="evaluate only this forecast step of each selected event (no study)"
     )
     notebook: Path | None = option(None, help="with --step: the notebook (JSON file) to start the step from")
-    out: Path = option(Path("runs/latest"), help="the study folder")
+    out: Path | None = option(
+        None,
+        help=f"the study folder (default: {DEFAULT_OUT}; {CONTROLS_OUT} when --modes has a notebook control, "
+        "so the control study never replaces the main job's report)",
+    )
     overwrite: bool = option(False, help="delete the study's logs and start afresh")
     concurrency: int = option(
         1,
@@ -315,6 +332,8 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.registration import resolve_spec, spec_event_ids
 
     check_arguments(args)
+    if args.out is None:
+        args.out = default_out(args.modes)
     spec = resolve_spec(args.spec or "Synthetic-v0")
     synthetic = spec.world == "synthetic"
     overrides: dict[str, Any] = {"seed": args.seed}

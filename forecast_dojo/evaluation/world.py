@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.base import Agent
@@ -169,3 +170,36 @@ def render_world_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
             f"{_cell(s['accuracy']):<24} {_cell(s['coverage']):<24} {_cell(s['regret']):<24}"
         )
     return "\n".join(lines)
+
+
+def plot_world_curves(rows: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
+    """Per-day curves of several forecasters' :func:`summarize_world` results: skill, accuracy and coverage.
+
+    Args:
+        rows: Forecaster name -> summary.
+        path: The PNG to write.
+
+    Returns:
+        The path written.
+    """
+    from forecast_dojo.evaluation.plots import _plt, _save
+
+    plt = _plt()
+    fig, axes = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+    for name, summary in rows.items():
+        days = list(range(len(summary["per_day"])))
+        for ax, key in zip(axes, ("skill", "accuracy", "coverage"), strict=True):
+            values = [r[key] for r in summary["per_day"]]
+            if any(v is not None for v in values):
+                ax.plot(days, [float("nan") if v is None else v for v in values], label=name, linewidth=1)
+    for ax, label in zip(
+        axes, ("skill (mean over open questions)", "top-1 accuracy", "coverage"), strict=True
+    ):
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    axes[-1].set_xlabel("day of the calendar")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _save(fig, out.parent, out.name)
+    return out

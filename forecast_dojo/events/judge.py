@@ -176,7 +176,17 @@ class LeakageJudge:
 
     def judge(self, question: str, outcomes: Sequence[str], available_at: str, text: str) -> Verdict:
         """The verdict on one pair, from the cache when this model already answered these messages."""
-        messages = judge_messages(question, outcomes, available_at, text)
+        return self.ask(judge_messages(question, outcomes, available_at, text))
+
+    def ask(self, messages: list[dict[str, str]]) -> Verdict:
+        """The YES/NO verdict on any messages, from the cache when this model already answered them.
+
+        Args:
+            messages: The chat messages (the cache key, with the model).
+
+        Returns:
+            The verdict (``leak`` None when the server gave no usable answer).
+        """
         path = self._cache_path(messages)
         if path.is_file():
             try:

@@ -142,6 +142,10 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         name: The calendar's name (the observation's ``event_id``).
         skip_empty_days: Leave out days on which no question is open.
         render_mode: None or ``"ansi"``.
+        sibling_leaks: ``flag`` (records of a question whose answer a co-open question's text names
+            carry the flag ``sibling_leak``) or ``exclude`` (such questions leave the calendar).
+        judge: ``judge(outcome, answer) -> bool`` for free-form outcomes that do not match the answer
+            by normal form (:class:`forecast_dojo.world.judge.AnswerJudge`); None: normal form and aliases only.
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -172,6 +176,7 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         skip_empty_days: bool = True,
         render_mode: str | None = None,
         sibling_leaks: str = "flag",
+        judge: Callable[[str, str], bool] | None = None,
     ) -> None:
         if sibling_leaks not in SIBLING_LEAK_MODES:
             raise ConfigError(f"sibling_leaks must be one of {SIBLING_LEAK_MODES}, not {sibling_leaks!r}")
@@ -198,6 +203,9 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         if len(self.calendar.events) > MAX_OPEN_QUESTIONS:
             raise ConfigError(f"{len(self.calendar.events)} questions; the limit is {MAX_OPEN_QUESTIONS}")
         self.name = name
+        self.judge = (
+            judge  # free-form paraphrases (e.g. forecast_dojo.world.judge.AnswerJudge); a grader only
+        )
         self.corpus = corpus
         self.gateway = TemporalGateway(corpus, retriever)
         self.memory = memory
@@ -498,8 +506,8 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         day_scores: dict[str, float] = {}
         for event in self.calendar.open_on(day):
             forecast = self._standing.get(event.id, {})
-            score = free_form_score(forecast, event.answer, event.aliases)
-            accuracy = top1_accuracy(forecast, event.answer, event.aliases)
+            score = free_form_score(forecast, event.answer, event.aliases, judge=self.judge)
+            accuracy = top1_accuracy(forecast, event.answer, event.aliases, judge=self.judge)
             self._scores[event.id][key] = score
             self._accuracy[event.id][key] = accuracy
             day_scores[event.id] = score

@@ -168,6 +168,8 @@ def test_world_loop(synthetic_cache, tmp_path):
         "2031-04-01",
         "--out",
         str(out),
+        "--figure",
+        str(tmp_path / "world.png"),
         cache=synthetic_cache,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -176,3 +178,4 @@ def test_world_loop(synthetic_cache, tmp_path):
     assert set(rows) == {"world-scripted", "world-uniform", "world-idle", "oracle"}
     assert rows["world-idle"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
     assert rows["world-scripted"]["skill"][0] > rows["world-uniform"]["skill"][0]
+    assert (tmp_path / "world.png").read_bytes().startswith(b"\x89PNG")
