@@ -38,6 +38,19 @@ SERVER_FLAGS = {
 }
 
 
+# where ``run`` writes without --out: the main job, and a study with notebook controls (its own folder)
+DEFAULT_OUT = Path("runs/latest")
+CONTROLS_OUT = Path("runs/notebook-controls")
+
+
+def default_out(modes: list[str]) -> Path:
+    """The study folder ``run`` writes to without ``--out``: :data:`CONTROLS_OUT` for a notebook-control study."""
+    from forecast_dojo.evaluation.study import STUDY_MODES
+
+    controls = any(m in STUDY_MODES and STUDY_MODES[m].control for m in modes)
+    return CONTROLS_OUT if controls else DEFAULT_OUT
+
+
 def _day(value: str) -> str:
     """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (the report compares dates as text)."""
     try:
@@ -122,7 +135,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument(
         "--notebook", type=Path, help="with --step: the notebook (JSON file) to start the step from"
     )
-    run.add_argument("--out", type=Path, default=Path("runs/latest"), help="the study folder")
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"the study folder (default: {DEFAULT_OUT}; {CONTROLS_OUT} when --modes has a notebook control, "
+        "so the control study never replaces the main job's report)",
+    )
     run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
     run.add_argument(
         "--concurrency",
@@ -324,6 +343,8 @@ def run_command(args: argparse.Namespace) -> int:
     from forecast_dojo.registration import resolve_spec, spec_event_ids
 
     check_arguments(args)
+    if args.out is None:
+        args.out = default_out(args.modes)
     spec = resolve_spec(args.spec or "Synthetic-v0")
     synthetic = spec.world == "synthetic"
     overrides: dict[str, Any] = {"seed": args.seed}
