@@ -152,22 +152,8 @@ def _reliability(plt: Any, report: dict[str, Any], colours: dict[str, str], out:
     return _save(fig, out, "reliability.png")
 
 
-def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str | Path) -> list[str]:
-    """Draw the report's figures into ``out``; returns their file names.
-
-    Args:
-        rows: the study rows.
-        report: :func:`forecast_dojo.evaluation.report.build_report` output.
-        out: output folder.
-
-    Returns:
-        File names written (relative to ``out``).
-    """
-    plt = _plt()
-    out = Path(out)
-    colours = forecaster_colours({_name(r["agent"], r["memory"]) for r in rows})
-    written = [_reliability(plt, report, colours, out)]
-
+def _life(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) -> str:
+    """Mean Brier loss per third of the event's life, one line per forecaster (references dashed)."""
     fig, ax = plt.subplots(figsize=(7, 5))
     cells: dict[str, dict[str, float]] = defaultdict(dict)
     for c in report["life_thirds"]:
@@ -187,8 +173,11 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
     ax.set_ylabel("mean Brier loss (lower is better)")
     ax.set_title("Score over the event's life (dashed: references; market on its own steps)")
     ax.legend(fontsize=7)
-    written.append(_save(fig, out, "life.png"))
+    return _save(fig, out, "life.png")
 
+
+def _memory_gain(plt: Any, rows: Sequence[dict[str, Any]], colours: dict[str, str], out: Path) -> str | None:
+    """Brier(notebook) - Brier(none) per step position, per agent with both modes (None: no such agent)."""
     gains: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     index = {(r["agent"], r["memory"], r["event_id"], int(r["step"]), r.get("rollout")): r for r in rows}
     for (agent, mode, event_id, step, rollout), row in index.items():
@@ -200,42 +189,100 @@ def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str
                 metrics.brier_loss(row["forecast"], row["outcome_index"])
                 - metrics.brier_loss(other["forecast"], other["outcome_index"])
             )
-    if gains:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for agent, by_step in sorted(gains.items()):
-            steps = sorted(by_step)
-            ax.plot(
-                steps,
-                [sum(by_step[s]) / len(by_step[s]) for s in steps],
-                marker="o",
-                label=f"{agent} (notebook - none)",
-                color=colours.get(f"{agent}/notebook"),
-            )
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xlabel("step position (0 = first forecast date)")
-        ax.set_ylabel("Brier(notebook) - Brier(none)\n(negative: the notebook helps)")
-        ax.set_title("Memory gain per step position")
-        ax.legend(fontsize=7)
-        written.append(_save(fig, out, "memory_gain.png"))
+    if not gains:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for agent, by_step in sorted(gains.items()):
+        steps = sorted(by_step)
+        ax.plot(
+            steps,
+            [sum(by_step[s]) / len(by_step[s]) for s in steps],
+            marker="o",
+            label=f"{agent} (notebook - none)",
+            color=colours.get(f"{agent}/notebook"),
+        )
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xlabel("step position (0 = first forecast date)")
+    ax.set_ylabel("Brier(notebook) - Brier(none)\n(negative: the notebook helps)")
+    ax.set_title("Memory gain per step position")
+    ax.legend(fontsize=7)
+    return _save(fig, out, "memory_gain.png")
 
+
+def _cost(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) -> str | None:
+    """Research cost per agent mode (tokens only when any step logged them; None: no agent)."""
     agent_lines = [t for t in report["table"] if t["memory"] != "-"]
-    if agent_lines:
-        labels = [_name(t["agent"], t["memory"]) for t in agent_lines]
-        bar_colours = [colours.get(label) for label in labels]
-        logged_tokens = any(metrics.tokens_of(r) for r in rows)
-        if logged_tokens:
-            fig, (calls, tokens) = plt.subplots(1, 2, figsize=(11, 4.5))
-        else:
-            fig, calls = plt.subplots(figsize=(6.5, 4.5))
-        calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color=bar_colours)
-        calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-        calls.set_ylabel("research tool calls per step")
-        if logged_tokens:
-            tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color=bar_colours)
-            tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
-            tokens.set_ylabel("tokens per step (prompt + completion)")
-            fig.suptitle("Research cost per mode")
-        else:
-            fig.suptitle("Research cost per mode (no token counts logged)")
-        written.append(_save(fig, out, "cost.png"))
-    return written
+    if not agent_lines:
+        return None
+    labels = [_name(t["agent"], t["memory"]) for t in agent_lines]
+    bar_colours = [colours.get(label) for label in labels]
+    logged_tokens = any(t["tokens"] for t in agent_lines)
+    if logged_tokens:
+        fig, (calls, tokens) = plt.subplots(1, 2, figsize=(11, 4.5))
+    else:
+        fig, calls = plt.subplots(figsize=(6.5, 4.5))
+    calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color=bar_colours)
+    calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    calls.set_ylabel("research tool calls per step")
+    if logged_tokens:
+        tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color=bar_colours)
+        tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        tokens.set_ylabel("tokens per step (prompt + completion)")
+        fig.suptitle("Research cost per mode")
+    else:
+        fig.suptitle("Research cost per mode (no token counts logged)")
+    return _save(fig, out, "cost.png")
+
+
+def _report_names(report: dict[str, Any]) -> set[str]:
+    """Every forecaster a report describes (its reliability keys are one per group of rows)."""
+    return {key.removesuffix("/-") for key in report["reliability"]} | {
+        _name(t["agent"], t["memory"]) for t in report["table"]
+    }
+
+
+def plot_report(rows: Sequence[dict[str, Any]], report: dict[str, Any], out: str | Path) -> list[str]:
+    """Draw the report's figures into ``out``; returns their file names.
+
+    Args:
+        rows: the study rows.
+        report: :func:`forecast_dojo.evaluation.report.build_report` output.
+        out: output folder.
+
+    Returns:
+        File names written (relative to ``out``).
+    """
+    plt = _plt()
+    out = Path(out)
+    colours = forecaster_colours({_name(r["agent"], r["memory"]) for r in rows} | _report_names(report))
+    drawn = [
+        _reliability(plt, report, colours, out),
+        _life(plt, report, colours, out),
+        _memory_gain(plt, rows, colours, out),
+        _cost(plt, report, colours, out),
+    ]
+    return [name for name in drawn if name is not None]
+
+
+def figures_from_report(report: dict[str, Any], out: str | Path) -> list[str]:
+    """Redraw the figures a report holds every number of (all but ``memory_gain.png``, which needs the rows).
+
+    For a ``report.json`` whose logs are gone (e.g. the committed ``docs/evaluation-report``).
+
+    Args:
+        report: a report dict, as :func:`forecast_dojo.evaluation.report.build_report` returns it or
+            ``report.json`` holds it.
+        out: output folder.
+
+    Returns:
+        File names written (relative to ``out``).
+    """
+    plt = _plt()
+    out = Path(out)
+    colours = forecaster_colours(_report_names(report))
+    drawn = [
+        _reliability(plt, report, colours, out),
+        _life(plt, report, colours, out),
+        _cost(plt, report, colours, out),
+    ]
+    return [name for name in drawn if name is not None]

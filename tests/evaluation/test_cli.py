@@ -127,3 +127,24 @@ def test_run_evaluates_the_held_out_split_by_default(synthetic_cache, tmp_path, 
     capsys.readouterr()
     assert main([*base, "--event-ids", split.train[0], "--out", str(tmp_path / "x")]) != 0
     assert "in the eval split" in capsys.readouterr().err
+
+
+def test_notebook_control_study_has_its_own_default_folder(synthetic_cache, tmp_path, monkeypatch, capsys):
+    from forecast_dojo.evaluation.cli import CONTROLS_OUT, DEFAULT_OUT, default_out
+
+    assert default_out(["none", "notebook"]) == DEFAULT_OUT
+    assert default_out(["notebook", "notebook-stale"]) == CONTROLS_OUT
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    monkeypatch.chdir(tmp_path)
+    base = ["run", *ARGS, "--max-events", "1", "--agents", "evidence-oracle"]
+    assert main([*base, "--modes", "none", "notebook"]) == 0
+    main_report = (tmp_path / DEFAULT_OUT / "report.md").read_text()
+    assert main([*base, "--modes", "notebook", "notebook-empty"]) == 0
+    assert f"in {CONTROLS_OUT}/" in capsys.readouterr().out
+    # the main job's report is intact
+    assert (tmp_path / DEFAULT_OUT / "report.md").read_text() == main_report
+    controls = json.loads((tmp_path / CONTROLS_OUT / "report.json").read_text())
+    assert {(t["agent"], t["memory"]) for t in controls["table"] if t["memory"] != "-"} == {
+        ("evidence-oracle", "notebook"),
+        ("evidence-oracle", "notebook-empty"),
+    }

@@ -137,3 +137,23 @@ def test_a_forecaster_has_one_colour_in_every_figure(tmp_path, monkeypatch):
     # references keep their colour whatever the agents are; agents' colours depend only on the names
     assert forecaster_colours(["market", "x/none"])["market"] == forecaster_colours(["market"])["market"]
     assert forecaster_colours(["b/none", "a/none"]) == forecaster_colours(["a/none", "b/none"])
+
+
+def test_figures_from_a_report_json_match_the_rows_figures(tmp_path, monkeypatch):
+    import json
+
+    from forecast_dojo.evaluation.plots import figures_from_report
+    from forecast_dojo.evaluation.report import _jsonable
+
+    figures = capture(monkeypatch)
+    rows = study(tokens=False)
+    report = build_report(rows)
+    (tmp_path / "rows").mkdir()
+    plot_report(rows, report, tmp_path / "rows")
+    from_rows = dict(figures)
+    stored = json.loads(json.dumps(_jsonable(report)))  # as report.json holds it
+    (tmp_path / "json").mkdir()
+    assert figures_from_report(stored, tmp_path / "json") == ["reliability.png", "life.png", "cost.png"]
+    for name in ("reliability.png", "life.png", "cost.png"):
+        assert figures[name] == from_rows[name]
+        assert (tmp_path / "json" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
