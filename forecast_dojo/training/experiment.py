@@ -174,6 +174,20 @@ class Layout:
         """The file whose presence says ``stage`` has finished."""
         return self.stages / f"{stage}.json"
 
+    def started(self, stage: str) -> bool:
+        """Whether ``stage`` has finished or left outputs (a stage in progress resumes from them)."""
+        outputs = {
+            "spec": self.spec,
+            "teacher": self.teacher,
+            "export": self.sft_data,
+            "sft": self.sft_model,
+            "eval": self.eval,
+            "grpo": self.grpo_model,
+            "eval-grpo": self.eval_grpo,
+            "results": self.results,
+        }
+        return self.marker(stage).is_file() or outputs[stage].exists()
+
 
 def _write_json(path: Path, value: Any) -> None:
     """Write JSON atomically (a unique temporary name, then rename): a kill leaves the old file or the new."""
@@ -482,19 +496,45 @@ STAGE_FUNCTIONS: dict[str, Callable[[ExperimentArguments, Layout], dict[str, Any
 # The driver.
 
 
+# The stages that read each argument family; every other argument shapes every stage from ``spec`` on.
+_ARGUMENT_STAGES = {
+    "teacher_": ("teacher",),
+    "sft_": ("sft",),
+    "extra_sft": ("sft",),
+    "eval_": ("eval", "eval-grpo"),
+    "grpo_": ("grpo",),
+    "extra_grpo": ("grpo",),
+}
+
+
+def _stages_reading(name: str) -> tuple[str, ...]:
+    for prefix, stages in _ARGUMENT_STAGES.items():
+        if name.startswith(prefix):
+            return stages
+    return STAGES
+
+
 def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
-    """A folder holds one configuration: refuse to continue another's stages with these arguments."""
+    """A folder holds one configuration: refuse arguments that differ for a stage that has started.
+
+    An argument read only by stages that have not started yet (no marker, no output: e.g.
+    ``eval_sample`` before the evaluation, any ``grpo_*`` before GRPO) may change: the folder's
+    ``experiment.json`` then records the new value.
+    """
     mine = dataclasses.asdict(args)
     if layout.arguments.is_file():
         theirs = json.loads(layout.arguments.read_text())
-        # where results are copied to, and how much GRPO runs, do not change earlier stages' outputs
-        ignore = {"results"} | {k for k in mine if k.startswith("grpo_")} | {"extra_grpo"}
-        changed = sorted(k for k in mine if k not in ignore and theirs.get(k) != mine[k])
+        differ = sorted(k for k in mine if k != "results" and theirs.get(k) != mine[k])
+        started = {stage for stage in STAGES if layout.started(stage)}
+        changed = [k for k in differ if started & set(_stages_reading(k))]
         if changed:
             raise ExperimentError(
-                f"{layout.root} holds an experiment with other arguments ({', '.join(changed)}): "
-                "use another --out, or delete the folder to start afresh"
+                f"{layout.root} holds an experiment with other arguments ({', '.join(changed)}) for "
+                "stages already started: use another --out, or delete the folder to start afresh"
             )
+        if differ:
+            print(f"arguments of stages not yet run changed: {', '.join(differ)}", flush=True)
+            _write_json(layout.arguments, mine)
     else:
         _write_json(layout.arguments, mine)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -104,8 +105,28 @@ def test_a_folder_refuses_another_configuration(tmp_path):
     (out / "experiment.json").write_text(
         json.dumps(ExperimentArguments(out=str(out), train_events=40).__dict__)
     )
+    (out / "spec.toml").write_text("")  # the spec stage has started: every stage reads train_events
     with pytest.raises(ExperimentError, match="train_events"):
         run_experiment(ExperimentArguments(out=str(out), train_events=50), stages=["spec"])
+
+
+def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
+    out = tmp_path / "exp"
+    first = ExperimentArguments(out=str(out), eval_sample=6, grpo_max_steps=0)
+    (out / "eval").mkdir(parents=True)  # the evaluation has started, GRPO has not
+    (out / "experiment.json").write_text(json.dumps(first.__dict__))
+    with pytest.raises(ExperimentError, match="eval_sample") as refused:
+        run_experiment(dataclasses.replace(first, eval_sample=3, grpo_max_steps=2), stages=["results"])
+    assert "grpo_max_steps" not in str(refused.value)
+    later = dataclasses.replace(first, grpo_max_steps=2, grpo_num_generations=2)
+    with pytest.raises(FileNotFoundError, match="study.json"):  # the check passes; no study to summarize
+        run_experiment(later, stages=["results"])
+    recorded = json.loads((out / "experiment.json").read_text())
+    assert (recorded["grpo_max_steps"], recorded["grpo_num_generations"], recorded["eval_sample"]) == (
+        2,
+        2,
+        6,
+    )
 
 
 @pytest.mark.parametrize(
