@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, option
 
 # ExportConfig's fields are the flags (types, defaults, help from its docstring); these keep the
 # documented flag names and readings.
@@ -18,6 +19,16 @@ EXPORT_FLAGS = {
     ),
     "max_tokens": Flag(help="length budget per transcript (0: none)", zero_is_none=True),
 }
+
+
+@dataclass(kw_only=True)
+class ExportSFTArguments:
+    """The arguments of ``forecast-dojo export sft`` besides :class:`~forecast_dojo.training.export.ExportConfig`'s."""
+
+    logs: tuple[Path, ...] = option(
+        positional=True, nargs="+", help="run directories, steps.jsonl files or folders of runs"
+    )
+    out: Path = option(help="output directory (train.parquet, export.json)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,10 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "invalid forecasts, low scores, duplicates and all but the best record per (event, step, memory) are "
         "dropped; long tool results are shortened (never an assistant turn) to fit --max-tokens.",
     )
-    sft.add_argument(
-        "logs", nargs="+", type=Path, help="run directories, steps.jsonl files or folders of runs"
-    )
-    sft.add_argument("--out", type=Path, required=True, help="output directory (train.parquet, export.json)")
+    add_dataclass_arguments(sft, ExportSFTArguments)
     add_dataclass_arguments(sft, ExportConfig, flags=EXPORT_FLAGS)
     sft.set_defaults(func=export_sft_command)
 
