@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forecast_dojo.messages import ChatMessage, chat_message, tool_call_message
-from forecast_dojo.untrusted import UntrustedInputError, clean_text, loads, preview, to_json_value
+from forecast_dojo.untrusted import UntrustedInputError, clean_text, loads, preview, read_json, to_json_value
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -71,10 +71,7 @@ def _decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str, str | None]
     if raw is None or raw == "":
         return {}, "{}", None
     try:
-        if isinstance(raw, str):
-            value = loads(raw, max_chars=MAX_ACTION_CHARS, what="arguments")
-        else:
-            value = to_json_value(raw, max_chars=MAX_ACTION_CHARS, what="arguments")
+        value = read_json(raw, max_chars=MAX_ACTION_CHARS, what="arguments")
     except UntrustedInputError as err:
         shown = clean_text(raw) if isinstance(raw, str) else f"<{type(raw).__name__}>"
         return None, shown, str(err)

@@ -6,6 +6,12 @@ the help text come from the field (its annotation, its default, and either ``met
 back from the parsed namespace. Where a documented flag name differs from the field (``--timeout`` for
 ``timeout_s``) or reads inverted (``--keep-invalid`` for ``valid_only``), a :class:`Flag` says so at
 the call site, so the flag names and defaults in the README stay as they are.
+
+A field declared with :func:`option` carries the rest of what a hand-written ``add_argument`` would
+say, as TRL's ``metadata`` does: its help, choices, further option strings (``--memory`` beside
+``--modes``), a parser for its text (:func:`at_least`, :func:`iso_day`), ``nargs="+"``, a positional
+argument or a repeatable flag. A field without a default is a required flag. Every subcommand's
+flags are such dataclasses (``tests/test_cli_flags.py`` lists them all, so none disappears unnoticed).
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 from forecast_dojo.errors import ConfigError
@@ -45,6 +53,68 @@ class Flag:
     zero_is_none: bool = False
     choices: Sequence[str] | None = None
     type: Callable[[str], Any] | None = None
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str | None = None,  # noqa: A002 (the argparse name)
+    choices: Sequence[str] | None = None,
+    aliases: Sequence[str] = (),
+    parse: Callable[[str], Any] | None = None,
+    nargs: str | None = None,
+    positional: bool = False,
+    append: bool = False,
+) -> Any:
+    """A dataclass field that says how its flag reads (what ``add_argument`` would otherwise be told).
+
+    Args:
+        default: The field's default (none: a required flag, or a required positional argument; a
+            plain dataclass field without a default is an optional flag whose absence reads None).
+        help: The flag's help (default: the class docstring's ``Attributes:`` entry).
+        choices: The allowed values.
+        aliases: Further option strings of the same flag, e.g. ``("--memory",)``.
+        parse: The function that reads the flag's text (an argparse ``type``), e.g. :func:`at_least`.
+        nargs: ``"+"`` for a list flag that needs at least one value (sequences default to ``"*"``).
+        positional: A positional argument named after the field rather than a ``--flag``.
+        append: A repeatable flag (``--polymarket a --polymarket b``) collecting a list.
+
+    Returns:
+        The :func:`dataclasses.field`.
+    """
+    metadata: dict[str, Any] = {"help": help, "choices": choices, "aliases": tuple(aliases), "parse": parse}
+    metadata |= {"nargs": nargs, "positional": positional, "append": append}
+    metadata = {"option": True} | {k: v for k, v in metadata.items() if v not in (None, (), False)}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum`` (a clear usage error otherwise)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from err
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {number}")
+        return number
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+def iso_day(value: str) -> str:
+    """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (reports compare dates as text)."""
+    try:
+        parsed = date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+    if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
+    return value
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -101,7 +171,11 @@ def _field_default(f: dataclasses.Field[Any]) -> Any:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
         factory = f.default_factory
-        return factory() if isinstance(factory, type) else COMPUTED  # list, dict, JsonObject: cheap
+        if (
+            isinstance(factory, type) or "option" in f.metadata
+        ):  # list, dict, JsonObject, option()'s list copy: cheap
+            return factory()
+        return COMPUTED
     return None
 
 
@@ -115,9 +189,9 @@ def add_dataclass_arguments(
 ) -> list[str]:
     """Add one flag per field of the dataclass ``cls`` (or of the fields in ``only``).
 
-    Supported field types: ``bool``, ``int``, ``float``, ``str``, their ``| None`` forms,
-    ``Sequence[str]`` / ``tuple[str, ...]`` / ``list[str]`` (``nargs="*"``), and any type a
-    :class:`Flag` gives a parser for. The flag's ``dest`` is the field name.
+    Supported field types: ``bool``, ``int``, ``float``, ``str``, ``Path``, their ``| None`` forms,
+    ``Sequence[str]`` / ``tuple[str, ...]`` / ``tuple[Path, ...]`` (``nargs="*"``), and any type whose
+    field names a ``parse`` function (:func:`option`). The flag's ``dest`` is the field name.
 
     Args:
         parser: The parser or argument group.
@@ -146,66 +220,95 @@ def add_dataclass_arguments(
         raise ConfigError(f"style must be 'cli' or 'trl', not {style!r}")
     docs = field_docs(cls)
     for name in names:
-        f = by_name[name]
-        spec = flags.get(name, Flag())
-        flag = spec.name or "--" + name.replace("_", "-")
-        aliases: list[str] = []
-        if style == "trl" and spec.name is None:
-            flag = f"--{name}"
-            aliases = [f"--{name.replace('_', '-')}"] if "_" in name else []
-        help_text = spec.help or f.metadata.get("help") or docs.get(name, "")
-        help_text = re.sub(r"``([^`]*)``", r"\1", help_text).rstrip(".").replace("%", "%%")
-        default = _field_default(f)
-        hint, optional = _unwrap_optional(hints[name])
-        kwargs: dict[str, Any] = {"dest": name, "help": help_text}
-        choices = spec.choices or f.metadata.get("choices")
-        if choices is not None:
-            kwargs["choices"] = list(choices)
-        elif hint is not bool:
-            kwargs["metavar"] = flag.lstrip("-").replace("-", "_").upper()
-        if spec.type is not None:
-            parser.add_argument(flag, *aliases, type=spec.type, default=default, **kwargs)
-            continue
-        if hint is bool and style == "trl":
-            kwargs["metavar"] = "{true,false}"
-            parser.add_argument(
-                flag, *aliases, nargs="?", const=True, type=parse_bool, default=default, **kwargs
-            )
-            if default is True or default is COMPUTED:  # a computed default may be True
-                negated = [f"--no_{name}"] + ([f"--no-{name.replace('_', '-')}"] if "_" in name else [])
-                parser.add_argument(
-                    *negated,
-                    dest=name,
-                    action="store_false",
-                    default=argparse.SUPPRESS,
-                    help=f"the same as {flag} false",
-                )
-            continue
-        if hint is bool:
-            if spec.invert:
-                if default is not True:
-                    raise ConfigError(f"{cls.__name__}.{name}: an inverted flag needs the default True")
-                parser.add_argument(flag, action="store_false", **kwargs)
-            else:
-                parser.add_argument(flag, action="store_true", **kwargs)
-            parser.set_defaults(**{name: default})
-            continue
-        origin = typing.get_origin(hint)
-        if origin in (tuple, Sequence, list, typing.get_origin(Sequence[str])) or hint in (tuple, list):
-            item_types = [a for a in typing.get_args(hint) if a is not Ellipsis]
-            if item_types and item_types[0] is not str:
-                raise ConfigError(f"{cls.__name__}.{name}: only sequences of str become flags, not {hint}")
-            listed = default if default is COMPUTED else list(default or ())
-            parser.add_argument(flag, *aliases, nargs="*", default=listed, **kwargs)
-            continue
-        if hint not in (int, float, str):
-            raise ConfigError(f"{cls.__name__}.{name}: a {hint} field cannot become a flag")
-        if spec.zero_is_none:
-            if not (optional and hint is int):
-                raise ConfigError(f"{cls.__name__}.{name}: zero_is_none needs an int | None field")
-            default = 0 if default is None else default
-        parser.add_argument(flag, *aliases, type=hint, default=default, **kwargs)
+        _add_field(parser, cls.__name__, by_name[name], hints[name], flags.get(name, Flag()), docs, style)
     return names
+
+
+def _add_field(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    owner: str,
+    f: dataclasses.Field[Any],
+    annotation: Any,
+    spec: Flag,
+    docs: Mapping[str, str],
+    style: str,
+) -> None:
+    """Add the flag (or positional argument) of one field; see :func:`add_dataclass_arguments`."""
+    name, meta = f.name, f.metadata
+    help_text = spec.help or meta.get("help") or docs.get(name)
+    if help_text:
+        help_text = re.sub(r"``([^`]*)``", r"\1", help_text).rstrip(".").replace("%", "%%")
+    # an option() without a default is required; a plain field without one is left out as None
+    missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    required = missing and "option" in meta
+    default = _field_default(f)
+    hint, optional = _unwrap_optional(annotation)
+    kwargs: dict[str, Any] = {"help": help_text}
+    if meta.get("positional"):
+        strings = [name]
+    else:
+        flag = spec.name or "--" + name.replace("_", "-")
+        strings = [flag, *meta.get("aliases", ())]
+        if style == "trl" and spec.name is None:  # HfArgumentParser's --field_name, and --field-name too
+            flag = f"--{name}"
+            dashed = [f"--{name.replace('_', '-')}"] if "_" in name else []
+            strings = [flag, *dashed, *meta.get("aliases", ())]
+        kwargs["dest"] = name
+        if flag.lstrip("-").replace("-", "_") != name and hint is not bool:
+            kwargs["metavar"] = flag.lstrip("-").replace("-", "_").upper()
+        if required:
+            kwargs["required"] = True
+    choices = spec.choices or meta.get("choices")
+    if choices is not None:
+        kwargs["choices"] = list(choices)
+        kwargs.pop("metavar", None)
+    if spec.type is not None:
+        parser.add_argument(*strings, type=spec.type, default=default, **kwargs)
+        return
+    if hint is bool and style == "trl":
+        kwargs["metavar"] = "{true,false}"
+        parser.add_argument(*strings, nargs="?", const=True, type=parse_bool, default=default, **kwargs)
+        if default is True or default is COMPUTED:  # a computed default may be True
+            negated = [f"--no_{name}"] + ([f"--no-{name.replace('_', '-')}"] if "_" in name else [])
+            parser.add_argument(
+                *negated,
+                dest=name,
+                action="store_false",
+                default=argparse.SUPPRESS,
+                help=f"the same as {flag} false",
+            )
+        return
+    if hint is bool:
+        action = "store_false" if spec.invert else "store_true"
+        if spec.invert and default is not True:
+            raise ConfigError(f"{owner}.{name}: an inverted flag needs the default True")
+        parser.add_argument(*strings, action=action, **kwargs)
+        parser.set_defaults(**{name: default})
+        return
+    origin = typing.get_origin(hint)
+    if origin in (tuple, Sequence, list, typing.get_origin(Sequence[str])) or hint in (tuple, list):
+        item_types = [a for a in typing.get_args(hint) if a is not Ellipsis] or [str]
+        if item_types[0] not in (str, Path):
+            raise ConfigError(f"{owner}.{name}: only sequences of str or Path become flags, not {hint}")
+        kwargs["type"] = meta.get("parse") or (Path if item_types[0] is Path else None)
+        if not required:
+            kwargs["default"] = default if default is COMPUTED or default is None else list(default)
+        if meta.get("append"):
+            kwargs["action"] = "append"
+        else:
+            kwargs["nargs"] = meta.get("nargs", "*")
+        parser.add_argument(*strings, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})
+        return
+    parse = meta.get("parse")
+    if parse is None and hint not in (int, float, str, Path):
+        raise ConfigError(f"{owner}.{name}: a {hint} field cannot become a flag")
+    if spec.zero_is_none:
+        if not (optional and hint is int):
+            raise ConfigError(f"{owner}.{name}: zero_is_none needs an int | None field")
+        default = 0 if default is None else default
+    if not required:
+        kwargs["default"] = default
+    parser.add_argument(*strings, type=parse or hint, **kwargs)
 
 
 def parse_bool(text: str) -> bool:

@@ -39,6 +39,7 @@ from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
+from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.events.split import SPLITS
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
@@ -61,6 +62,7 @@ from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, Tool
 from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
 
 MEMORY_MODES = ("none", "notebook")
+SCHEDULES = ("cutoffs", "near-resolution")  # the events' own cutoffs, or the near-resolution topline
 MAX_STEPS_PER_EVENT = 64
 RESULT_SUMMARY_CHARS = 300
 NO_NOTEBOOK_NOTE = (
@@ -101,6 +103,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         show_episode_length: bool = False,
         split: str = "all",
         prompt: str = "default",
+        schedule: str = "cutoffs",
     ) -> None:
         if not events:
             raise ConfigError("an environment needs at least one event")
@@ -114,7 +117,11 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.prompt = check_profile(prompt)
-        self.events = list(events)
+        if schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
+        # "near-resolution" (a topline, never the default): each event is one step a day before it resolved
+        self.schedule = schedule
+        self.events = list(events) if schedule == "cutoffs" else [near_resolution_event(e) for e in events]
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
         self.split = split  # which part of its source's events ``events`` is (train, eval or all)
@@ -151,6 +158,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "n_events": len(self.events),
             **({"show_episode_length": True} if self.show_episode_length else {}),
             **({"prompt": self.prompt} if self.prompt != "default" else {}),  # the default keeps its run id
+            **({"schedule": schedule} if schedule != "cutoffs" else {}),
             **(run_metadata or {}),
         }
         self.run_id = run_id_for(self.run_metadata)

@@ -16,7 +16,7 @@ from typing import Any
 
 from forecast_dojo.errors import NotebookError as NotebookError
 from forecast_dojo.schema import SchemaError, check_distribution
-from forecast_dojo.untrusted import UntrustedInputError, loads, preview, to_json_value
+from forecast_dojo.untrusted import UntrustedInputError, preview, read_json
 
 MAX_NOTEBOOK_CHARS = 8000
 MAX_EVIDENCE = 40
@@ -123,10 +123,7 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
         NotebookError: with a message that tells the agent what to fix.
     """
     try:
-        if isinstance(value, str):
-            value = loads(value, max_chars=MAX_NOTEBOOK_INPUT_CHARS, what="notebook")
-        else:
-            value = to_json_value(value, max_chars=MAX_NOTEBOOK_INPUT_CHARS, what="notebook")
+        value = read_json(value, max_chars=MAX_NOTEBOOK_INPUT_CHARS, what="notebook")
     except UntrustedInputError as err:
         raise NotebookError(str(err)) from None
     if not isinstance(value, dict):

@@ -177,10 +177,22 @@ def step_prompt(
     Returns:
         The prompt text.
     """
-    if check_profile(profile) == "compact":
-        return compact_step_prompt(
-            event, step, budgets, memory, notebook, notebook_note, show_episode_length=show_episode_length
-        )
+    compact = check_profile(profile) == "compact"
+    lines = (_compact_lines if compact else _default_lines)(event, step, budgets, show_episode_length)
+    if memory == "notebook":
+        if compact:
+            lines.append("Notebook: " + ("(none)" if notebook is None else notebook.to_json()))
+        elif notebook is None:
+            lines += ["", "Your notebook from the previous forecast date: (none)"]
+        else:
+            lines += ["", "Your notebook from the previous forecast date:", notebook.to_json()]
+        if notebook_note:
+            lines.append(notebook_note)
+    return "\n".join(lines)
+
+
+def _default_lines(event: Event, step: int, budgets: Budgets, show_episode_length: bool) -> list[str]:
+    """The default profile's step prompt up to the notebook."""
     cutoff = event.cutoffs[step]
     question, background, criteria = event.text_at(step)  # the texts as they stood at this cutoff
     lines = [
@@ -204,29 +216,11 @@ def step_prompt(
         + ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
         + ".",
     ]
-    if memory == "notebook":
-        lines.append("")
-        if notebook is None:
-            lines.append("Your notebook from the previous forecast date: (none)")
-        else:
-            lines.append("Your notebook from the previous forecast date:")
-            lines.append(notebook.to_json())
-        if notebook_note:
-            lines.append(notebook_note)
-    return "\n".join(lines)
+    return lines
 
 
-def compact_step_prompt(
-    event: Event,
-    step: int,
-    budgets: Budgets,
-    memory: str,
-    notebook: Notebook | None,
-    notebook_note: str | None = None,
-    *,
-    show_episode_length: bool = False,
-) -> str:
-    """The compact profile's step prompt: the facts of :func:`step_prompt`, nothing else (same arguments)."""
+def _compact_lines(event: Event, step: int, budgets: Budgets, show_episode_length: bool) -> list[str]:
+    """The compact profile's step prompt up to the notebook: the facts of the default one, nothing else."""
     cutoff = event.cutoffs[step]
     question, background, criteria = event.text_at(step)
     labels = ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
@@ -243,8 +237,4 @@ def compact_step_prompt(
         + ".",
         f"Budget: {budgets.max_tool_calls} tool calls, {budgets.max_turns} turns.",
     ]
-    if memory == "notebook":
-        lines.append("Notebook: " + ("(none)" if notebook is None else notebook.to_json()))
-        if notebook_note:
-            lines.append(notebook_note)
-    return "\n".join(lines)
+    return lines

@@ -232,6 +232,11 @@ SPEC_KEYS: tuple[SpecKey, ...] = (
     ),
 )
 _KEYS = {(k.section, k.key): k for k in SPEC_KEYS}
+# the DojoSpec fields the env takes as they are: the [env] section's (the retriever is built first) and the budgets
+ENV_OPTIONS: tuple[str, ...] = (
+    *(str(k.field) for k in SPEC_KEYS if k.section == "env" and k.key != "retriever"),
+    "budgets",
+)
 
 
 @dataclass(frozen=True)
@@ -627,20 +632,8 @@ def make(
         },
         **overrides.pop("run_metadata", {}),
     }
-    return ForecastDojoEnv(
-        events,
-        corpus,
-        retriever,
-        memory=resolved.memory,
-        reward=resolved.reward,
-        budgets=resolved.budgets,
-        tools=resolved.tools,
-        show_episode_length=resolved.show_episode_length,
-        split=split,
-        prompt=resolved.prompt,
-        run_metadata=metadata,
-        **overrides,
-    )
+    options = {name: getattr(resolved, name) for name in ENV_OPTIONS} | overrides
+    return ForecastDojoEnv(events, corpus, retriever, split=split, run_metadata=metadata, **options)
 
 
 def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) -> str:

@@ -38,6 +38,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -394,6 +395,21 @@ class _Assembler:
         return b"".join(out)
 
 
+def _deny_values_when(asm: _Assembler, gate: tuple[int, int, int], arg: int, values: Iterable[int]) -> None:
+    """Filter code that denies a call when its ``gate`` argument passes a test and argument ``arg`` is in ``values``.
+
+    ``gate`` is ``(argument, jump opcode, constant)``, e.g. ``(1, _BPF_JEQ_K, _SOL_SOCKET)``; a call whose
+    gate argument fails the test, or whose ``arg`` is none of ``values``, is allowed.
+    """
+    gate_arg, test, constant = gate
+    asm.op(_BPF_LD_W_ABS, _arg_low(gate_arg))
+    asm.op(test, constant, 0, "allow")
+    asm.op(_BPF_LD_W_ABS, _arg_low(arg))
+    for value in values:
+        asm.op(_BPF_JEQ_K, value, "deny")
+    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+
+
 def seccomp_program() -> bytes:
     """Compile the seccomp filter for x86_64; other architectures are refused (fail closed).
 
@@ -426,20 +442,10 @@ def seccomp_program() -> bytes:
     asm.op(_BPF_RET_K, _SECCOMP_RET_ERRNO | _EAFNOSUPPORT)
 
     asm.label(f"args_{_SETSOCKOPT}")  # setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP*, ...)
-    asm.op(_BPF_LD_W_ABS, _arg_low(1))
-    asm.op(_BPF_JEQ_K, _SOL_SOCKET, 0, "allow")
-    asm.op(_BPF_LD_W_ABS, _arg_low(2))
-    for option in _TIMESTAMP_SOCKOPTS:
-        asm.op(_BPF_JEQ_K, option, "deny")
-    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+    _deny_values_when(asm, (1, _BPF_JEQ_K, _SOL_SOCKET), 2, _TIMESTAMP_SOCKOPTS)
 
     asm.label(f"args_{_CLOCK_NANOSLEEP}")  # clock_nanosleep(realtime clock, TIMER_ABSTIME, ...)
-    asm.op(_BPF_LD_W_ABS, _arg_low(1))
-    asm.op(_BPF_JSET_K, _TIMER_ABSTIME, 0, "allow")
-    asm.op(_BPF_LD_W_ABS, _arg_low(0))
-    for clock in _REALTIME_CLOCKS:
-        asm.op(_BPF_JEQ_K, clock, "deny")
-    asm.op(_BPF_RET_K, _SECCOMP_RET_ALLOW)
+    _deny_values_when(asm, (1, _BPF_JSET_K, _TIMER_ABSTIME), 0, _REALTIME_CLOCKS)
 
     asm.label(f"args_{_TIMER_SETTIME}")  # timer_settime(timer, TIMER_ABSTIME, ...)
     asm.op(_BPF_LD_W_ABS, _arg_low(1))

@@ -30,8 +30,9 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.errors import NotFoundError
+from forecast_dojo.errors import NotFoundError, UntrustedInputError
 from forecast_dojo.gateway import CutoffView, LeakageError
+from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
 from forecast_dojo.schema import SchemaError, check_distribution
@@ -47,6 +48,7 @@ MAX_DOC_ID_CHARS = 512
 MAX_OFFSET = 10**9
 MAX_CODE_CHARS = 20_000
 MAX_RATIONALE_CHARS = 4_000
+MAX_CITATIONS = 50
 INTERNAL_ERROR_PREFIX = "internal error in tool"
 SUBMIT_FORECAST = "submit_forecast"  # the tool that ends a step: the one spelling of its name
 TOOL_NAMES = ("search", "read", "python", SUBMIT_FORECAST)
@@ -100,6 +102,27 @@ def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float
         return check_distribution(values, len(outcomes), where="probabilities"), None
     except SchemaError as err:
         return None, str(err)
+
+
+def citations_error(value: Any) -> str | None:
+    """Why a ``citations`` argument of ``submit_forecast`` is malformed, or None when it is fine (or absent).
+
+    Args:
+        value: The argument as decoded from JSON (anything a model can write).
+
+    Returns:
+        The error shown to the agent, or None. Whether a cited id exists or is visible is never said
+        (that would let an agent probe for documents after the cutoff); evaluation checks it.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return "citations must be a list of document id strings"
+    if len(value) > MAX_CITATIONS:
+        return f"citations has {len(value)} ids; the cap is {MAX_CITATIONS}"
+    if any(len(v) > MAX_DOC_ID_CHARS for v in value):
+        return f"a cited id is longer than {MAX_DOC_ID_CHARS} characters"
+    return None
 
 
 def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -314,6 +337,8 @@ class ForecastTools:
         probabilities: dict[str, float] | list[float],
         notebook: dict | None = None,
         rationale: str | None = None,
+        citations: list[str] | None = None,
+        graph: dict | None = None,
     ) -> ToolResult:
         """Submit your final probability forecast for this step; this ends the step.
 
@@ -321,7 +346,17 @@ class ForecastTools:
             probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
             notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
+            citations: Optional: the ids of the documents the forecast rests on (logged, not scored).
+            graph: Optional: a small dated causal graph of your reasoning, {"events": [{"id", "date": "YYYY-MM-DD", "text"}], "links": [{"from", "to": an event id or "outcome", "sign": "+" or "-"}]} (logged, not scored).
         """
+        citation_error = citations_error(citations)
+        if citation_error is not None:
+            return ToolResult("", error=f"{citation_error}; forecast not submitted")
+        if graph is not None:
+            try:
+                parse_graph(graph)
+            except UntrustedInputError as err:
+                return ToolResult("", error=f"graph rejected, forecast not submitted: {err}")
         forecast, forecast_error = self._read_probabilities(probabilities)
         parsed_notebook = None
         if self.memory == "notebook" and notebook is not None:

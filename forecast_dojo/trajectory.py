@@ -86,6 +86,20 @@ def _steps_file(path: str | Path) -> Path:
     return path / STEPS_FILE if path.is_dir() else path
 
 
+TORN_DROPPED = "the last line is incomplete (the run was interrupted while writing it); dropped it"
+TORN_CUT = "cut off an incomplete last line left by an interrupted run"
+
+
+def _read_complete_lines(
+    file: Path, torn_message: str = TORN_DROPPED, *, stacklevel: int = 2
+) -> tuple[list[dict[str, Any]], int, bool]:
+    """:func:`_read_lines`, warning (a :class:`TornLogWarning` at ``stacklevel`` above its caller) when the tail was torn."""
+    records, good, torn = _read_lines(file)
+    if torn:
+        warnings.warn(f"{file}: {torn_message}", TornLogWarning, stacklevel=stacklevel + 1)
+    return records, good, torn
+
+
 def _read_lines(file: Path) -> tuple[list[dict[str, Any]], int, bool]:
     """The decoded records of a log, the byte length of its complete part, and whether a torn tail was cut."""
     data = file.read_bytes() if file.exists() else b""
@@ -154,13 +168,7 @@ def read_log(path: str | Path, *, deduplicate: bool = True) -> list[dict[str, An
         One dict per record, in file order.
     """
     file = _steps_file(path)
-    records, _, torn = _read_lines(file)
-    if torn:
-        warnings.warn(
-            f"{file}: the last line is incomplete (the run was interrupted while writing it); dropped it",
-            TornLogWarning,
-            stacklevel=2,
-        )
+    records, _, _ = _read_complete_lines(file)
     return _deduplicated(records, file) if deduplicate else records
 
 
@@ -244,16 +252,10 @@ def load_steps(path: str | Path) -> Dataset:
     from datasets import load_dataset
 
     file = _steps_file(path)
-    raw, _, torn = _read_lines(file)
+    raw, _, torn = _read_complete_lines(file)
     records = _deduplicated(raw, file)
     if not torn and len(records) == len(raw):
         return load_dataset("json", data_files=str(file), split="train")
-    if torn:
-        warnings.warn(
-            f"{file}: the last line is incomplete (the run was interrupted while writing it); dropped it",
-            TornLogWarning,
-            stacklevel=2,
-        )
     with tempfile.TemporaryDirectory() as tmp:
         clean = Path(tmp) / STEPS_FILE
         with clean.open("w", encoding="utf-8") as fh:
@@ -445,13 +447,8 @@ class TrajectoryWriter:
         else:
             _atomic_write(run_file, json.dumps(header, indent=2, sort_keys=True, default=str))
         steps = self.directory / STEPS_FILE
-        records, good, torn = _read_lines(steps)
+        records, good, torn = _read_complete_lines(steps, TORN_CUT, stacklevel=4)
         if torn:
-            warnings.warn(
-                f"{steps}: cut off an incomplete last line left by an interrupted run",
-                TornLogWarning,
-                stacklevel=4,
-            )
             with steps.open("r+b") as fh:
                 fh.truncate(good)
         self._keys: set[RecordKey] = {_key_of(r) for r in _deduplicated(records, steps)}

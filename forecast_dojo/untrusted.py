@@ -101,6 +101,17 @@ def loads(text: str, *, max_chars: int, what: str = "value") -> Any:
     return to_json_value(value, max_chars=max_chars, what=what)
 
 
+def read_json(value: Any, *, max_chars: int, what: str = "value") -> Any:
+    """A clean JSON value from JSON text (:func:`loads`) or from an already decoded value (:func:`to_json_value`).
+
+    Raises:
+        UntrustedInputError: as those two do.
+    """
+    if isinstance(value, str):
+        return loads(value, max_chars=max_chars, what=what)
+    return to_json_value(value, max_chars=max_chars, what=what)
+
+
 def to_json_value(value: Any, *, max_chars: int, what: str = "value") -> Any:
     """A copy of ``value`` built only of plain JSON values, with clean strings.
 

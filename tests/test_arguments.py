@@ -6,11 +6,20 @@ import argparse
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from forecast_dojo.agents.openai_agent import OpenAIConfig
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, field_docs
+from forecast_dojo.arguments import (
+    Flag,
+    add_dataclass_arguments,
+    at_least,
+    dataclass_from_arguments,
+    field_docs,
+    iso_day,
+    option,
+)
 from forecast_dojo.cli import build_parser, main
 from forecast_dojo.errors import ConfigError
 from forecast_dojo.evaluation.cli import SERVER_FIELDS, _server_config
@@ -205,3 +214,70 @@ def test_trl_style_flags_and_defaults_computed_by_the_dataclass():
     )
     with pytest.raises(ConfigError, match="style"):
         add_dataclass_arguments(argparse.ArgumentParser(), TrainerOptions, style="hf")
+
+
+@dataclass(kw_only=True)
+class Command:
+    """A command's arguments, declared with ``option``."""
+
+    paths: tuple[Path, ...] = option(positional=True, nargs="+", help="inputs")
+    out: Path = option(help="where to write")
+    modes: tuple[str, ...] = option(("a",), nargs="+", aliases=("--mode",), choices=("a", "b"))
+    feeds: tuple[Path, ...] = option((), append=True)
+    count: int = option(1, parse=at_least(1))
+    day: str | None = option(None, parse=iso_day)
+
+
+def test_option_fields_say_what_add_argument_would():
+    parser = argparse.ArgumentParser()
+    add_dataclass_arguments(parser, Command)
+    args = parser.parse_args(["x", "y", "--out", "o", "--mode", "b", "a", "--feeds", "f", "--feeds", "g"])
+    assert dataclass_from_arguments(Command, args) == Command(
+        paths=(Path("x"), Path("y")), out=Path("o"), modes=("b", "a"), feeds=(Path("f"), Path("g"))
+    )
+    assert dataclass_from_arguments(Command, parser.parse_args(["x", "--out", "o"])).modes == ("a",)
+    for argv in (
+        ["--out", "o"],  # the positional needs a value
+        ["x"],  # --out is required: the field has no default
+        ["x", "--out", "o", "--modes"],  # nargs="+"
+        ["x", "--out", "o", "--modes", "c"],  # choices
+        ["x", "--out", "o", "--count", "0"],
+        ["x", "--out", "o", "--day", "20240501"],
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+
+
+@dataclass
+class Plain:
+    """A plain field without a default."""
+
+    url: str
+
+
+def test_a_plain_field_without_default_is_an_optional_flag():
+    parser = argparse.ArgumentParser()
+    add_dataclass_arguments(parser, Plain)
+    assert parser.parse_args([]).url is None  # as the server's --base-url, needed by one agent only
+
+
+@dataclass
+class Listed:
+    """Fields declared with ``option`` in the trl style.
+
+    Attributes:
+        tags: a list default.
+        report_to: another spelling.
+    """
+
+    tags: list[str] = option(["a"])
+    report_to: str = option("none", aliases=("--report",))
+
+
+def test_an_option_list_default_is_built_with_the_parser_and_trl_style_keeps_aliases():
+    parser = argparse.ArgumentParser()
+    add_dataclass_arguments(parser, Listed, style="trl")
+    assert parser.parse_args([]).tags == ["a"]  # option()'s copy of a list is no computed default
+    args = parser.parse_args(["--report", "wandb"])
+    assert dataclass_from_arguments(Listed, args) == Listed(tags=["a"], report_to="wandb")
+    assert parser.parse_args(["--report-to", "x"]).report_to == "x"

@@ -338,6 +338,8 @@ ARGUMENT_NAMES = (
     "probabilities",
     "notebook",
     "rationale",
+    "citations",
+    "graph",
 )
 LABELS = ("Yes", "No", "Mira Tolvanen", "Jonas Berg", "Ada Quist")
 # Examples per suite; each steps ACTIONS_PER_EXAMPLE or one more turns: at least 10,000 actions in all.
@@ -437,6 +439,32 @@ ARGUMENT_VALUES = {
         | st.dictionaries(st.sampled_from(LABELS) | texts, numbers | st.floats(0, 1), max_size=4),
         "notebook": notebooks,
         "rationale": texts | st.just("r" * 5000),
+        "citations": st.lists(st.sampled_from(["harbor-03", "leak-harbor"]) | texts, max_size=3)
+        | st.just(["x"] * 60),
+        "graph": st.fixed_dictionaries(
+            {
+                "events": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "id": st.sampled_from(["a", "b"]) | texts,
+                            "date": st.just("2031-01-02") | texts,
+                            "text": texts,
+                        }
+                    ),
+                    max_size=3,
+                ),
+                "links": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "from": st.just("a"),
+                            "to": st.sampled_from(["b", "outcome"]),
+                            "sign": st.sampled_from(["+", "-", "?"]),
+                        }
+                    ),
+                    max_size=2,
+                ),
+            }
+        ),
     }.items()
 }
 ARGUMENT_KEYS = st.lists(st.sampled_from(ARGUMENT_NAMES) | texts, max_size=3, unique=True)

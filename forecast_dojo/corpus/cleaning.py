@@ -167,6 +167,12 @@ class MinHashConfig:
     seed: int = 1
 
 
+def _known(name: str, known: Iterable[str], unknown: str) -> None:
+    """Raise :class:`CleaningConfigError` ``unknown`` (listing the ``known`` names) when ``name`` is not one of them."""
+    if name not in known:
+        raise CleaningConfigError(f"{unknown}; known: {', '.join(known)}")
+
+
 @dataclass(frozen=True)
 class CleaningConfig:
     """All stages' settings; ``from_dict`` reads the ``[cleaning.*]`` tables of a recipe."""
@@ -187,20 +193,14 @@ class CleaningConfig:
         stages = {f.name: f for f in fields(cls)}
         changes = {}
         for stage, options in data.items():
-            if stage not in stages:
-                raise CleaningConfigError(
-                    f"unknown cleaning stage [cleaning.{stage}]; known: {', '.join(stages)}"
-                )
+            _known(stage, stages, f"unknown cleaning stage [cleaning.{stage}]")
             if not isinstance(options, dict):
                 raise CleaningConfigError(f"[cleaning.{stage}] must be a table of options")
             current = getattr(base, stage)
             known = {f.name: f for f in fields(current)}
             values = {}
             for key, value in options.items():
-                if key not in known:
-                    raise CleaningConfigError(
-                        f"unknown option cleaning.{stage}.{key}; known: {', '.join(known)}"
-                    )
+                _known(key, known, f"unknown option cleaning.{stage}.{key}")
                 default = getattr(current, key)
                 if isinstance(default, tuple):
                     if not isinstance(value, (list, tuple)):

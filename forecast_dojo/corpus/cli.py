@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, at_least, option
 from forecast_dojo.errors import InputNotFoundError, UsageError
 
 ERROR_EXIT = 2
@@ -17,20 +19,59 @@ STRICT_EXIT = 3
 
 
 def _day(value: str) -> date:
+    """An argparse type: a date (``YYYY-MM-DD``)."""
     try:
         return date.fromisoformat(value)
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from err
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
-    return number
+# the choices of --source (the importers' names) are filled in by register, which imports them
+@dataclass(kw_only=True)
+class CorpusBuildArguments:
+    """The flags of ``forecast-dojo corpus build``."""
+
+    source: str = option(help="kind of input")
+    input: Path = option(help="input file or folder")
+    out: Path = option(help="corpus directory to write")
+    start: date | None = option(None, parse=_day, help="first day to import (YYYY-MM-DD, inclusive)")
+    end: date | None = option(None, parse=_day, help="last day to import (YYYY-MM-DD, inclusive)")
+    embedder: str | None = option(
+        None,
+        help="minilm | static-minilm (fast) | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)",
+    )
+    config: Path | None = option(None, help="build recipe (TOML), e.g. corpus/wikipedia-current-events.toml")
+    runner: str = option("single", choices=("single", "ray"), help="single process or Ray Data")
+    ray_address: str | None = option(None, help="Ray cluster address for --runner ray (default: local)")
+    ray_cpus: int | None = option(
+        None,
+        parse=at_least(1),
+        help="CPUs a local Ray instance may use (--runner ray without --ray-address; default: all)",
+    )
+    embed_actors: int = option(
+        1, parse=at_least(1), help="embedding actors (one model each) for --runner ray (default: 1)"
+    )
+    dense_index: str = option(
+        "auto",
+        choices=("auto", "exact", "ivf-flat", "ivf-sq8", "ivf-pq", "none"),
+        help="dense index to build after embedding (auto: exact scan for small corpora, IVF for large)",
+    )
+    no_bm25: bool = option(False, help="do not build the BM25 index")
+    overwrite: bool = option(False, help="replace an existing corpus in --out")
+    no_progress: bool = option(False, help="no progress bars")
+    strict: bool = option(
+        False,
+        help=f"fail (exit {STRICT_EXIT}) when a cleaning stage removes more than half of its input, "
+        "instead of warning",
+    )
+
+
+@dataclass(kw_only=True)
+class CorpusCheckArguments:
+    """The arguments of ``forecast-dojo corpus verify`` and ``corpus migrate``."""
+
+    dir: Path = option(positional=True, help="corpus directory")
+    no_progress: bool = option(False, help="no progress bars")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,56 +85,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="import, clean, embed and store a corpus",
         description="Import a source, clean it, embed it and write a corpus directory with build_report.json.",
     )
-    build.add_argument("--source", required=True, choices=sorted(IMPORTERS), help="kind of input")
-    build.add_argument("--input", required=True, type=Path, help="input file or folder")
-    build.add_argument("--out", required=True, type=Path, help="corpus directory to write")
-    build.add_argument("--start", type=_day, help="first day to import (YYYY-MM-DD, inclusive)")
-    build.add_argument("--end", type=_day, help="last day to import (YYYY-MM-DD, inclusive)")
-    build.add_argument(
-        "--embedder",
-        help="minilm | static-minilm (fast) | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)",
-    )
-    build.add_argument(
-        "--config", type=Path, help="build recipe (TOML), e.g. corpus/wikipedia-current-events.toml"
-    )
-    build.add_argument(
-        "--runner", choices=("single", "ray"), default="single", help="single process or Ray Data"
-    )
-    build.add_argument("--ray-address", help="Ray cluster address for --runner ray (default: local)")
-    build.add_argument(
-        "--ray-cpus",
-        type=_positive_int,
-        help="CPUs a local Ray instance may use (--runner ray without --ray-address; default: all)",
-    )
-    build.add_argument(
-        "--embed-actors",
-        type=_positive_int,
-        default=1,
-        help="embedding actors (one model each) for --runner ray (default: 1)",
-    )
-    build.add_argument(
-        "--dense-index",
-        default="auto",
-        choices=["auto", "exact", "ivf-flat", "ivf-sq8", "ivf-pq", "none"],
-        help="dense index to build after embedding (auto: exact scan for small corpora, IVF for large)",
-    )
-    build.add_argument("--no-bm25", action="store_true", help="do not build the BM25 index")
-    build.add_argument("--overwrite", action="store_true", help="replace an existing corpus in --out")
-    build.add_argument("--no-progress", action="store_true", help="no progress bars")
-    build.add_argument(
-        "--strict",
-        action="store_true",
-        help=f"fail (exit {STRICT_EXIT}) when a cleaning stage removes more than half of its input, "
-        "instead of warning",
-    )
+    add_dataclass_arguments(build, CorpusBuildArguments, flags={"source": Flag(choices=sorted(IMPORTERS))})
     build.set_defaults(func=run_build)
     for name, text in (
         ("verify", "check every byte of a corpus (file hashes, row digests, order, ids)"),
         ("migrate", "rewrite a format-1 corpus (documents.parquet) to the memory-mapped format 2"),
     ):
         sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        sub.add_argument("dir", type=Path, help="corpus directory")
-        sub.add_argument("--no-progress", action="store_true", help="no progress bars")
+        add_dataclass_arguments(sub, CorpusCheckArguments)
         sub.set_defaults(func=run_check)
 
 

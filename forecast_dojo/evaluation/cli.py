@@ -8,11 +8,18 @@ import hashlib
 import json
 import random
 import sys
-from datetime import date
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.arguments import (
+    Flag,
+    add_dataclass_arguments,
+    at_least,
+    dataclass_from_arguments,
+    iso_day,
+    option,
+)
 from forecast_dojo.errors import InputNotFoundError, StudyError, UsageError
 from forecast_dojo.events.split import SPLITS
 
@@ -53,35 +60,110 @@ def default_out(modes: list[str]) -> Path:
     return CONTROLS_OUT if controls else DEFAULT_OUT
 
 
-def _day(value: str) -> str:
-    """An argparse type: a ``YYYY-MM-DD`` date, kept as that text (the report compares dates as text)."""
-    try:
-        parsed = date.fromisoformat(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
-    if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
-    return value
+@dataclass(kw_only=True)
+class RunArguments:
+    """The flags of ``forecast-dojo run`` besides the server ones (those are :class:`OpenAIConfig`'s fields)."""
+
+    spec: str | None = option(
+        None,
+        help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world",
+    )
+    seed: int = option(0, help="synthetic world seed and episode seeds (default 0)")
+    embedder: str | None = option(None, help="synthetic world embedder: minilm (default) or hashing")
+    agents: tuple[str, ...] = option(
+        ("honest", "evidence-oracle", "evidence-oracle-lite"),
+        nargs="+",
+        help="agents: scripted names (honest, evidence-oracle, evidence-oracle-lite, uniform, smollm2), "
+        "'openai' (with --base-url/--model) or 'hf:<path>' (a local checkpoint)",
+    )
+    # help: the study modes' registry (filled in by register, which imports it)
+    modes: tuple[str, ...] = option(("none", "notebook"), nargs="+", aliases=("--memory",))
+    rollouts: int = option(1, parse=at_least(1), help="episodes per (agent, mode, event)")
+    split: str | None = option(
+        None,
+        choices=SPLITS,
+        help="which events the env holds: the held-out ones (eval, default, unless the spec names a split), "
+        "the training ones, or all (the synthetic world's id split, an events build's temporal split; "
+        "an events file without a split is used whole)",
+    )
+    event_ids: tuple[str, ...] | None = option(None, nargs="+", help="only these events")
+    sample: int | None = option(None, parse=at_least(1), help="a seeded random sample of N events")
+    max_events: int | None = option(None, parse=at_least(1), help="only the first N events (by id)")
+    train_events: Path | None = option(
+        None,
+        help="training events (base rate, honest agent's cue weights); "
+        "default: the spec's train.jsonl next to its events, or the synthetic train half",
+    )
+    step: int | None = option(
+        None, parse=at_least(0), help="evaluate only this forecast step of each selected event (no study)"
+    )
+    notebook: Path | None = option(None, help="with --step: the notebook (JSON file) to start the step from")
+    out: Path | None = option(
+        None,
+        help=f"the study folder (default: {DEFAULT_OUT}; {CONTROLS_OUT} when --modes has a notebook control, "
+        "so the control study never replaces the main job's report)",
+    )
+    overwrite: bool = option(False, help="delete the study's logs and start afresh")
+    concurrency: int = option(
+        1,
+        parse=at_least(1),
+        help="episodes in flight: parallel requests to a server agent; for local models the batch size",
+    )
+    no_python: bool = option(False, help="disable the python tool")
+    prompt: str | None = option(
+        None,
+        choices=("default", "compact"),
+        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
+    )
+    max_turns: int | None = option(
+        None, parse=at_least(1), help="turns per forecast step (default: the spec's budget)"
+    )
+    max_tool_calls: int | None = option(
+        None, parse=at_least(0), help="tool calls per forecast step (default: the spec's)"
+    )
+    knowledge_cutoff: str | None = option(
+        None, parse=iso_day, help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view"
+    )
+    local_dtype: str = option(
+        "auto",
+        choices=("auto", "float32", "bfloat16"),
+        help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16, "
+        "about 2.7x slower where it is emulated, e.g. AVX2 only; auto: bfloat16 where native, else float32)",
+    )
+    local_max_new_tokens: int = option(256, parse=at_least(1), help="tokens per reply")
 
 
-def _count(minimum: int) -> Any:
-    """An argparse type: an integer of at least ``minimum`` (a clear usage error otherwise)."""
+# the run's flags in their groups: its own, then the server's (OpenAIConfig), then the local models'
+LOCAL_FIELDS = ("local_dtype", "local_max_new_tokens")
+RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunArguments) if f.name not in LOCAL_FIELDS)
 
-    def parse(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from err
-        if number < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {number}")
-        return number
 
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
+@dataclass(kw_only=True)
+class ReportArguments:
+    """The arguments of ``forecast-dojo report``."""
+
+    runs: tuple[Path, ...] = option(positional=True, nargs="+", help="study folders")
+    out: Path | None = option(None, help="where to write (default: the first study folder)")
+    knowledge_cutoff: str | None = option(None, parse=iso_day, help="a model's knowledge cutoff (YYYY-MM-DD)")
+    no_plots: bool = False
+
+
+@dataclass(kw_only=True)
+class WorldArguments:
+    """The flags of ``forecast-dojo world``."""
+
+    seed: int = option(0, parse=at_least(0))
+    embedder: str = "minilm"
+    train_events: int = option(
+        0,
+        parse=at_least(0),
+        help="extra training-only events (ids syn-t00000...; the 40 base events stay identical); default 0",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run``, ``report`` and ``world`` subcommands."""
+    from forecast_dojo.agents.openai_agent import OpenAIConfig
     from forecast_dojo.evaluation.study import STUDY_MODES
 
     run = subparsers.add_parser(
@@ -92,95 +174,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the field's metrics (Brier loss, Brier Index, log loss, accuracy, ECE) with event-bootstrap 95 % "
         "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts.",
     )
-    run.add_argument(
-        "--spec",
-        help="an environment spec: a name (Synthetic-v0, ForecastBench-WCE-v0) or a .toml file; default: the synthetic world",
-    )
-    run.add_argument("--seed", type=int, default=0, help="synthetic world seed and episode seeds (default 0)")
-    run.add_argument("--embedder", default=None, help="synthetic world embedder: minilm (default) or hashing")
-    run.add_argument(
-        "--agents",
-        nargs="+",
-        default=["honest", "evidence-oracle", "evidence-oracle-lite"],
-        help="agents: scripted names (honest, evidence-oracle, evidence-oracle-lite, uniform, smollm2), "
-        "'openai' (with --base-url/--model) or 'hf:<path>' (a local checkpoint)",
-    )
-    run.add_argument(
-        "--modes",
-        "--memory",
-        dest="modes",
-        nargs="+",
-        default=["none", "notebook"],
-        help="; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values()),
-    )
-    run.add_argument("--rollouts", type=_count(1), default=1, help="episodes per (agent, mode, event)")
-    run.add_argument(
-        "--split",
-        choices=SPLITS,
-        default=None,
-        help="which events the env holds: the held-out ones (eval, default, unless the spec names a split), "
-        "the training ones, or all (the synthetic world's id split, an events build's temporal split; "
-        "an events file without a split is used whole)",
-    )
-    run.add_argument("--event-ids", nargs="+", help="only these events")
-    run.add_argument("--sample", type=_count(1), help="a seeded random sample of N events")
-    run.add_argument("--max-events", type=_count(1), default=None, help="only the first N events (by id)")
-    run.add_argument(
-        "--train-events",
-        type=Path,
-        help="training events (base rate, honest agent's cue weights); "
-        "default: the spec's train.jsonl next to its events, or the synthetic train half",
-    )
-    run.add_argument(
-        "--step", type=_count(0), help="evaluate only this forecast step of each selected event (no study)"
-    )
-    run.add_argument(
-        "--notebook", type=Path, help="with --step: the notebook (JSON file) to start the step from"
-    )
-    run.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help=f"the study folder (default: {DEFAULT_OUT}; {CONTROLS_OUT} when --modes has a notebook control, "
-        "so the control study never replaces the main job's report)",
-    )
-    run.add_argument("--overwrite", action="store_true", help="delete the study's logs and start afresh")
-    run.add_argument(
-        "--concurrency",
-        type=_count(1),
-        default=1,
-        help="episodes in flight: parallel requests to a server agent; for local models the batch size",
-    )
-    run.add_argument("--no-python", action="store_true", help="disable the python tool")
-    run.add_argument(
-        "--prompt",
-        choices=["default", "compact"],
-        help="prompt profile (default: the spec's; compact: for small models, <= 400 tokens before any tool result)",
-    )
-    run.add_argument(
-        "--max-turns", type=_count(1), help="turns per forecast step (default: the spec's budget)"
-    )
-    run.add_argument(
-        "--max-tool-calls", type=_count(0), help="tool calls per forecast step (default: the spec's)"
-    )
-    run.add_argument(
-        "--knowledge-cutoff",
-        type=_day,
-        help="a model's knowledge cutoff (YYYY-MM-DD) for the contamination view",
-    )
-    from forecast_dojo.agents.openai_agent import OpenAIConfig
-
+    modes_help = "; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values())
+    add_dataclass_arguments(run, RunArguments, only=RUN_FIELDS, flags={"modes": Flag(help=modes_help)})
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
     add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
     local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
-    local.add_argument(
-        "--local-dtype",
-        choices=["auto", "float32", "bfloat16"],
-        default="auto",
-        help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16, "
-        "about 2.7x slower where it is emulated, e.g. AVX2 only; auto: bfloat16 where native, else float32)",
-    )
-    local.add_argument("--local-max-new-tokens", type=_count(1), default=256, help="tokens per reply")
+    add_dataclass_arguments(local, RunArguments, only=LOCAL_FIELDS)
     run.set_defaults(func=run_command)
 
     report = subparsers.add_parser(
@@ -188,21 +187,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write report.md, report.json and figures for one or more study folders",
         description="Recompute every metric from the logs of study folders (written by 'forecast-dojo run').",
     )
-    report.add_argument("runs", nargs="+", type=Path, help="study folders")
-    report.add_argument("--out", type=Path, help="where to write (default: the first study folder)")
-    report.add_argument("--knowledge-cutoff", type=_day, help="a model's knowledge cutoff (YYYY-MM-DD)")
-    report.add_argument("--no-plots", action="store_true")
+    add_dataclass_arguments(report, ReportArguments)
     report.set_defaults(func=report_command)
 
     world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
-    world.add_argument("--seed", type=_count(0), default=0)
-    world.add_argument("--embedder", default="minilm")
-    world.add_argument(
-        "--train-events",
-        type=_count(0),
-        default=0,
-        help="extra training-only events (ids syn-t00000...; the 40 base events stay identical); default 0",
-    )
+    add_dataclass_arguments(world, WorldArguments)
     world.set_defaults(func=world_command)
 
 

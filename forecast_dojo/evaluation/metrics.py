@@ -15,7 +15,19 @@ A *row* is one scored forecast step: a dict with at least ``agent``, ``memory`` 
 ``notebook``, ``no-tools``, a notebook control, or ``-`` for a reference forecaster), ``event_id``,
 ``step``, ``forecast`` and ``outcome_index``; optional ``rollout`` (None for deterministic
 references), ``n_steps``, ``market``, ``oracle``, ``flags``, ``source``, ``horizon_days``,
-``open_at``, ``tokens``, ``tool_calls_by_kind``, ``wall_s``.
+``open_at``, ``tokens``, ``tool_calls_by_kind``, ``wall_s``, and for evidence quality ``seen_docs``,
+``cited_docs`` and ``reference_docs`` (the step's reference set, :mod:`forecast_dojo.evaluation.evidence`).
+
+Beyond the outcome scores (see :func:`step_metrics`): **info_alpha** (Forecast-Dojo's Information-alpha)
+is the agent's log score minus the market's on the realized outcome, ``ln p_agent - ln p_market``
+(both floored like the log loss), where the market has a value: positive means the agent knew more
+than the market. **Source precision** (WorldReasoner's evidence quality) is the share of the documents
+a step searched, read or cited that are in the step's reference set, i.e. time-valid (available before
+the cutoff) and relevant; **evidence recall** the share of the reference set the agent saw (a search
+hit's snippet or a read); **citation precision** the source precision of the cited ids alone;
+**key-event recall** (WorldReasoner's reasoning quality) the share of the step's hindsight key events
+(its heaviest reference documents) that the submitted reasoning graph names: a text-similar event
+dated within 7 days (:func:`key_event_recall`).
 
 Aggregation is the mean within each event, then the mean across events (every event weighs the
 same, however many steps it has). Intervals resample events (an event's steps are correlated) with
@@ -26,12 +38,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date
 from typing import Any
 
 import numpy as np
 
 from forecast_dojo.errors import DataError
+from forecast_dojo.events.relevance import salient_terms
 
 # The per-forecast losses are forecast_dojo.scoring's (one definition); re-exported here for callers of metrics.
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
@@ -44,6 +58,9 @@ FAILURE_FLAGS = ("no_submission", "invalid_forecast", "no_notebook")
 HORIZON_BUCKETS = ((0, 7, "<=7d"), (8, 30, "8-30d"), (31, 90, "31-90d"), (91, 10**9, ">90d"))
 HORIZONS = tuple(name for _, _, name in HORIZON_BUCKETS)  # shortest first
 THIRDS = ("first", "middle", "last")
+EVIDENCE_METRICS = ("source_precision", "evidence_recall", "citation_precision", "key_event_recall")
+KEY_EVENT_SIMILARITY = 0.3
+KEY_EVENT_DATE_GATE_DAYS = 7
 
 Row = dict[str, Any]
 Key = tuple[str, int, Any]
@@ -147,7 +164,9 @@ def step_metrics(row: Row) -> dict[str, float]:
     """Every per-step metric of one row: brier, log_loss, accuracy, and where known regret / vs_market.
 
     ``regret`` is ``brier - brier(oracle)`` (synthetic world), ``vs_market`` is ``brier - brier(market)``
-    at the same step (both lower is better for the agent).
+    at the same step (both lower is better for the agent), ``info_alpha`` is
+    ``log_loss(market) - log_loss`` (higher is better for the agent); with a reference set also
+    :func:`evidence_metrics`.
 
     Args:
         row: an evaluation row (``forecast``, ``outcome_index``, optional ``oracle`` and ``market``).
@@ -161,7 +180,102 @@ def step_metrics(row: Row) -> dict[str, float]:
         out["regret"] = out["brier"] - brier_loss(row["oracle"], o)
     if row.get("market") is not None:
         out["vs_market"] = out["brier"] - brier_loss(row["market"], o)
+        out["info_alpha"] = log_loss(row["market"], o) - out["log_loss"]
+    out |= evidence_metrics(row)
     return out
+
+
+def evidence_metrics(row: Row) -> dict[str, float]:
+    """Source precision, evidence recall and citation precision of one step, where defined.
+
+    Defined only when the row has a reference set (``reference_docs``); precision needs at least one
+    document searched, read or cited, recall a non-empty reference set, citation precision a citation.
+
+    Args:
+        row: an evaluation row (``seen_docs``, ``cited_docs``, ``reference_docs``).
+
+    Returns:
+        ``source_precision``, ``evidence_recall``, ``citation_precision`` and, with a reasoning graph
+        (``graph_events``) and key events (``key_events``), ``key_event_recall`` (those defined).
+    """
+    reference = row.get("reference_docs")
+    if reference is None:
+        return {}
+    relevant = set(reference)
+    seen = set(row.get("seen_docs") or ())
+    cited = set(row.get("cited_docs") or ())
+    accessed = seen | cited
+    out: dict[str, float] = {}
+    if accessed:
+        out["source_precision"] = len(accessed & relevant) / len(accessed)
+    if relevant:
+        out["evidence_recall"] = len(seen & relevant) / len(relevant)
+    if cited:
+        out["citation_precision"] = len(cited & relevant) / len(cited)
+    if row.get("graph_events") is not None and row.get("key_events"):
+        out["key_event_recall"] = key_event_recall(row["graph_events"], row["key_events"])
+    return out
+
+
+def text_similarity(a: str, b: str) -> float:
+    """Cosine similarity of two texts' salient-term sets (:func:`forecast_dojo.events.relevance.salient_terms`).
+
+    Args:
+        a: one text.
+        b: the other.
+
+    Returns:
+        ``|A & B| / sqrt(|A| |B|)`` in [0, 1]; 0 when either has no salient term.
+    """
+    left, right = salient_terms(a), salient_terms(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / math.sqrt(len(left) * len(right))
+
+
+def key_event_recall(
+    submitted: Sequence[Mapping[str, str]],
+    key_events: Sequence[Mapping[str, str]],
+    *,
+    min_similarity: float = KEY_EVENT_SIMILARITY,
+    date_gate_days: int = KEY_EVENT_DATE_GATE_DAYS,
+) -> float:
+    """WorldReasoner's key-event recall: the share of hindsight key events that a submitted graph event matches.
+
+    A key event is matched when some submitted event is dated within ``date_gate_days`` of it and its
+    text is at least ``min_similarity`` similar (:func:`text_similarity`).
+
+    Args:
+        submitted: the graph's events (``date`` ``YYYY-MM-DD``, ``text``).
+        key_events: the step's hindsight key events (``date``, ``text``).
+        min_similarity: the text-similarity threshold.
+        date_gate_days: the date gate.
+
+    Returns:
+        The recall in [0, 1] (NaN without key events).
+    """
+    if not key_events:
+        return float("nan")
+
+    def day(value: str) -> date | None:
+        try:
+            return date.fromisoformat(value)
+        except (TypeError, ValueError):
+            return None
+
+    matched = 0
+    for key in key_events:
+        key_day = day(key.get("date", ""))
+        if key_day is None:
+            continue
+        for event in submitted:
+            event_day = day(event.get("date", ""))
+            if event_day is None or abs((event_day - key_day).days) > date_gate_days:
+                continue
+            if text_similarity(event.get("text", ""), key.get("text", "")) >= min_similarity:
+                matched += 1
+                break
+    return matched / len(key_events)
 
 
 # ---------------------------------------------------------------------------- aggregation
@@ -268,8 +382,9 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
     Returns:
         events, steps, rollouts; brier / brier_index / log_loss / accuracy with ``*_ci`` intervals;
         ece; failure rates (``failure_<flag>``, ``failure_any``); mean tool calls, tokens and wall
-        time per step; and where known ``regret`` and ``vs_market`` (with the number of steps they
-        cover, ``market_steps``).
+        time per step; and where known ``regret``, ``vs_market`` and ``info_alpha`` (with the number of
+        steps they cover, ``market_steps``) and the evidence metrics of :data:`EVIDENCE_METRICS`
+        (each with ``*_ci`` and ``*_steps``, the steps where it is defined).
     """
     metrics = [step_metrics(r) for r in rows]
     line: dict[str, Any] = {
@@ -291,7 +406,7 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
     line["ece"] = expected_calibration_error(
         [r["forecast"] for r in rows], [r["outcome_index"] for r in rows], _event_weights(rows)
     )
-    for optional in ("regret", "vs_market"):
+    for optional in ("regret", "vs_market", "info_alpha", *EVIDENCE_METRICS):
         covered = [(r, m) for r, m in pairs if optional in m]
         if covered:
             mean, low, high = event_bootstrap(
@@ -301,6 +416,8 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
             )
             line[optional] = mean
             line[f"{optional}_ci"] = (low, high)
+            if optional in EVIDENCE_METRICS:
+                line[f"{optional}_steps"] = len(covered)
             if optional == "vs_market":
                 line["market_steps"] = len(covered)
                 market_brier = event_mean(
@@ -408,6 +525,120 @@ def _metric_function(metric: str | Callable[[Row], float | None]) -> Callable[[R
     if metric == "tool_calls":
         return tool_calls_of
     return lambda row: step_metrics(row).get(metric)
+
+
+# ---------------------------------------------------------------------------- new evidence and capture
+
+
+def _pearson(xs: Sequence[float], ys: Sequence[float]) -> float:
+    if len(xs) < 3:
+        return float("nan")
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if x.std() == 0 or y.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def new_evidence_items(row: Row, previous_date: str) -> set[str]:
+    """The documents a memory-on step's notebook records as new since the previous forecast date.
+
+    An entry is new when its date lies in ``[previous_date, forecast date)``; its ``doc_ids`` are the items.
+
+    Args:
+        row: a memory-on row (``notebook_evidence``, ``cutoff``).
+        previous_date: the previous step's forecast date (``YYYY-MM-DD``).
+
+    Returns:
+        The ids (empty without a notebook).
+    """
+    today = str(row["cutoff"])[:10]
+    return {
+        doc_id
+        for entry in row.get("notebook_evidence") or []
+        if previous_date <= str(entry.get("date", "")) < today
+        for doc_id in entry.get("doc_ids") or []
+    }
+
+
+def evidence_capture(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Forecast-Dojo's new evidence between dates and each agent's evidence capture, from dated notebook entries.
+
+    At every (event, step >= 1, rollout) that two or more memory-on forecasters played, each one's
+    *new evidence* is :func:`new_evidence_items` since the previous forecast date. The step's index
+    is the number of distinct new documents they found together; a forecaster's *capture* at the
+    step is the share of the new documents the **others** found that it recorded too (leave-one-
+    model-out, defined where the others found any). A forecaster's capture is the event mean (with
+    an event-bootstrap interval); ``improvement_correlation`` is the Pearson correlation, across its
+    events, of its mean capture with its first-to-last improvement (Brier at its first step minus at
+    its last; NaN with fewer than three events).
+
+    Args:
+        rows: evaluation rows (memory-on rows carry ``notebook_evidence``).
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"per_step": [{"event_id", "step", "rollout", "forecasters", "index"}], "forecasters":
+        [{"agent", "memory", "capture", "capture_ci", "steps", "improvement_correlation"}]}``, or an
+        empty dict when no step was played by two memory-on forecasters.
+    """
+    notebook_rows = [r for r in rows if r.get("notebook_evidence") is not None]
+    dates: dict[tuple[str, int], str] = {}
+    for r in notebook_rows:
+        dates.setdefault((r["event_id"], int(r["step"])), str(r["cutoff"])[:10])
+    by_key: dict[tuple[str, int, Any], dict[tuple[str, str], set[str]]] = defaultdict(dict)
+    for r in notebook_rows:
+        step = int(r["step"])
+        previous = dates.get((r["event_id"], step - 1))
+        if step >= 1 and previous is not None:
+            by_key[(r["event_id"], step, r.get("rollout"))][forecaster(r)] = new_evidence_items(r, previous)
+    per_step = []
+    captures: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for (event_id, step, rollout), found in sorted(by_key.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        if len(found) < 2:
+            continue
+        pooled = set().union(*found.values())
+        per_step.append(
+            {
+                "event_id": event_id,
+                "step": step,
+                "rollout": rollout,
+                "forecasters": len(found),
+                "index": len(pooled),
+            }
+        )
+        for who, items in found.items():
+            others = set().union(*(v for w, v in found.items() if w != who))
+            if others:
+                captures[who][event_id].append(len(items & others) / len(others))
+    if not per_step:
+        return {}
+    improvement: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for who, group in group_rows(rows).items():
+        for event_id in {r["event_id"] for r in group}:
+            steps = sorted((r for r in group if r["event_id"] == event_id), key=lambda r: int(r["step"]))
+            first, last = steps[0], steps[-1]
+            improvement[who][event_id] = brier_loss(first["forecast"], first["outcome_index"]) - brier_loss(
+                last["forecast"], last["outcome_index"]
+            )
+    out = []
+    for who, by_event in sorted(captures.items()):
+        mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
+        events = sorted(e for e in by_event if e in improvement[who])
+        correlation = _pearson(
+            [sum(by_event[e]) / len(by_event[e]) for e in events], [improvement[who][e] for e in events]
+        )
+        out.append(
+            {
+                "agent": who[0],
+                "memory": who[1],
+                "capture": mean,
+                "capture_ci": (low, high),
+                "steps": sum(map(len, by_event.values())),
+                "improvement_correlation": correlation,
+            }
+        )
+    return {"per_step": per_step, "forecasters": out}
 
 
 # ---------------------------------------------------------------------------- breakdowns

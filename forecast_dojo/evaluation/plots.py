@@ -158,17 +158,23 @@ def _life(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) 
     cells: dict[str, dict[str, float]] = defaultdict(dict)
     for c in report["life_thirds"]:
         cells[_name(c["agent"], c["memory"])][c["slice"]] = c["brier"]
+    first_of: dict[tuple[tuple[str, float], ...], list[str]] = defaultdict(list)  # coinciding lines
     for name, by_third in sorted(cells.items()):
         xs = [i for i, t in enumerate(metrics.THIRDS) if t in by_third]
-        style = {"linestyle": "--"} if name in REFERENCE_COLOURS else {}
+        ys = [by_third[metrics.THIRDS[i]] for i in xs]
+        same = first_of[tuple((metrics.THIRDS[i], round(y, 9)) for i, y in zip(xs, ys, strict=True))]
+        k = len(same)  # a line on top of an earlier one is drawn thinner, so both stay visible
         ax.plot(
             xs,
-            [by_third[metrics.THIRDS[i]] for i in xs],
+            ys,
             marker="o",
-            label=name,
+            markersize=max(7 - 2.5 * k, 2.5),
+            linewidth=max(2.2 - 0.8 * k, 0.8),
+            linestyle="--" if name in REFERENCE_COLOURS else "-",
+            label=f"{name} (= {same[0]})" if same else name,
             color=colours.get(name),
-            **style,
         )
+        same.append(name)
     ax.set_xticks(range(3), ["first third", "middle third", "last third"])
     ax.set_ylabel("mean Brier loss (lower is better)")
     ax.set_title("Score over the event's life (dashed: references; market on its own steps)")

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.evaluation import metrics
+from forecast_dojo.evaluation.evidence import load_reference
 from forecast_dojo.evaluation.study import (
     EPISODE_MODES,
     STALE_FIRST,
     STUDY_MODES,
+    TOPLINE_MODES,
     control_coverage,
     study_rows,
 )
@@ -50,7 +52,13 @@ def comparisons(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         ):
             add((agent, mode), (agent, "notebook"))
         for mode in sorted(m for a, m in present if a == agent and m in EPISODE_MODES):
-            for reference in ("market", "oracle", "base-rate", "uniform"):
+            # a topline's step is not at the reference's cutoff: only the per-event constants pair with it
+            references = (
+                ("base-rate", "uniform")
+                if mode in TOPLINE_MODES
+                else ("market", "oracle", "base-rate", "uniform")
+            )
+            for reference in references:
                 add((agent, mode), (reference, REFERENCE))
     return out
 
@@ -128,7 +136,7 @@ def matched_steps(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     for r in rows:
         pair = (r["event_id"], int(r["step"]))
         every.add(pair)
-        if r["memory"] != REFERENCE:
+        if r["memory"] != REFERENCE and r["memory"] not in TOPLINE_MODES:  # a topline has its own steps
             played.setdefault(f"{r['agent']}/{r['memory']}", set()).add(pair)
     shared = set.intersection(*played.values()) if played else every
     restricted = bool(shared) and shared != every
@@ -141,7 +149,9 @@ def matched_steps(rows: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     if not restricted:
         info["none_shared"] = bool(played) and not shared
         return list(rows), info
-    return [r for r in rows if (r["event_id"], int(r["step"])) in shared], info
+    return [
+        r for r in rows if (r["event_id"], int(r["step"])) in shared or r["memory"] in TOPLINE_MODES
+    ], info
 
 
 def comparison_line(c: dict[str, Any]) -> str:
@@ -211,6 +221,12 @@ def build_report(
     if controls:
         report["notebook_controls"] = controls
     report["tokens_logged"] = any(metrics.tokens_of(r) for r in rows)
+    capture = metrics.evidence_capture(rows)
+    if capture:
+        report["evidence_capture"] = capture
+    toplines = sorted({r["memory"] for r in rows if r["memory"] in TOPLINE_MODES})
+    if toplines:
+        report["toplines"] = {m: STUDY_MODES[m].description for m in toplines}
     if knowledge_cutoff:
         split = metrics.contamination_split(rows, knowledge_cutoff)
         report["contamination"] = {
@@ -234,8 +250,9 @@ def _table_lines(table: Sequence[dict[str, Any]], coverage: dict[str, Any]) -> l
         name = t["agent"]
         if name == "market":
             name = f"market ({coverage['with_market']}/{coverage['steps']} steps)"
+        mode = f"{t['memory']} (TOPLINE)" if t["memory"] in TOPLINE_MODES else t["memory"]
         lines.append(
-            f"| {name} | {t['memory']} | {t['events']} | {t['steps']} | {ci} | {t['brier_index']:.1f} | "
+            f"| {name} | {mode} | {t['events']} | {t['steps']} | {ci} | {t['brier_index']:.1f} | "
             f"{t['log_loss']:.4f} | {t['accuracy']:.3f} | {t['ece']:.3f} | {t['failure_any']:.1%} | "
             f"{t['tool_calls']:.2f} | {t['tokens']:.0f} |"
         )
@@ -315,6 +332,12 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
             "",
         ]
     lines += _table_lines(report["table"], matching["market_coverage"])
+    for mode, description in report.get("toplines", {}).items():
+        lines += [
+            "",
+            f"TOPLINE: {mode} is an upper reference by design, not a forecast ({description}); "
+            "its rows are not comparable with forecasts made at the events' own cutoffs.",
+        ]
     if not report.get("tokens_logged", True):
         lines += ["", "No step logged token counts (the tokens column is 0)."]
     if report.get("notebook_controls"):
@@ -341,6 +364,7 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
         f"| {c['agent']} | {c['memory']} | {c['slice']} | {c['events']} | {c['brier']:.4f} |"
         for c in report["source"]
     ]
+    lines += _evidence_section(report) + _capture_section(report)
     if "contamination" in report:
         c = report["contamination"]
         lines += [
@@ -357,6 +381,84 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
     if figures:
         lines += ["", "## Figures", ""] + [f"![{f}]({f})" for f in figures]
     return "\n".join(lines) + "\n"
+
+
+def _interval(t: dict[str, Any], name: str, signed: bool = False) -> str:
+    """``mean [low, high]`` of a table line's metric, ``-`` where it is not defined."""
+    value = t.get(name)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    low, high = t.get(f"{name}_ci", (float("nan"), float("nan")))
+    fmt = "+.3f" if signed else ".3f"
+    if low is None or math.isnan(low):
+        return format(value, fmt)
+    return f"{value:{fmt}} [{low:{fmt}}, {high:{fmt}}]"
+
+
+def _evidence_section(report: dict[str, Any]) -> list[str]:
+    """The information and evidence-quality table (info_alpha beside skill vs the market; precision, recall)."""
+    names = ("info_alpha", "source_precision", "evidence_recall", "citation_precision", "key_event_recall")
+    table = [t for t in report["table"] if t["agent"] != "market" and any(n in t for n in names)]
+    if not table:
+        return []
+    lines = [
+        "",
+        "## Information and evidence quality",
+        "",
+        "info_alpha = log score - the market's log score on the realized outcome (market steps only; "
+        "higher = the agent knew more than the market). Source precision = share of the documents a "
+        "step searched, read or cited that are time-valid and relevant (in the step's reference set); "
+        "evidence recall = share of the reference set the agent saw; citation precision = the same "
+        "precision over cited ids only; key-event recall = share of the step's top-5 hindsight key events "
+        "that the submitted reasoning graph names (text similarity >= 0.3 and dated within 7 days).",
+    ]
+    if report.get("evidence_reference"):
+        lines += ["", f"Reference set: {report['evidence_reference']}."]
+    lines += [
+        "",
+        "| forecaster | mode | info_alpha (95% CI) | skill vs market | source precision (95% CI) | "
+        "evidence recall (95% CI) | citation precision | key-event recall | steps with a reference |",
+        "| --- | --- | --- | ---: | --- | --- | --- | --- | ---: |",
+    ]
+    for t in table:
+        skill = t.get("skill_vs_market")
+        skill_text = "-" if skill is None or math.isnan(skill) else f"{skill:+.3f}"
+        lines.append(
+            f"| {t['agent']} | {t['memory']} | {_interval(t, 'info_alpha', signed=True)} | {skill_text} | "
+            f"{_interval(t, 'source_precision')} | {_interval(t, 'evidence_recall')} | "
+            f"{_interval(t, 'citation_precision')} | {_interval(t, 'key_event_recall')} | "
+            f"{t.get('evidence_recall_steps', 0)} |"
+        )
+    return lines
+
+
+def _capture_section(report: dict[str, Any]) -> list[str]:
+    """New evidence between dates (index per step) and each memory-on forecaster's evidence capture."""
+    capture = report.get("evidence_capture")
+    if not capture:
+        return []
+    lines = [
+        "",
+        "## New evidence between dates and evidence capture (dated notebook entries)",
+        "",
+        "Index = distinct documents the memory-on forecasters recorded as new since the previous forecast "
+        "date, on steps two or more of them played; capture = share of the new documents the others "
+        "found that this one recorded too (leave-one-out), with its correlation with first-to-last improvement.",
+        "",
+        "| forecaster | mode | capture (95% CI) | steps | correlation with improvement |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for c in capture["forecasters"]:
+        r = c["improvement_correlation"]
+        lines.append(
+            f"| {c['agent']} | {c['memory']} | {_interval(c, 'capture')} | {c['steps']} | "
+            f"{'-' if r is None or math.isnan(r) else f'{r:+.2f}'} |"
+        )
+    lines += ["", "| event | step | forecasters | new-evidence index |", "| --- | ---: | ---: | ---: |"]
+    lines += [
+        f"| {s['event_id']} | {s['step']} | {s['forecasters']} | {s['index']} |" for s in capture["per_step"]
+    ]
+    return lines
 
 
 def write_report(
@@ -387,6 +489,11 @@ def write_report(
     for run in runs:
         controls |= control_coverage(run)
     report = build_report(rows, knowledge_cutoff=knowledge_cutoff, controls=controls)
+    kinds = sorted(
+        {f"{ref.kind} ({ref.note})" for ref in (load_reference(run) for run in runs) if ref is not None}
+    )
+    if kinds:
+        report["evidence_reference"] = "; ".join(kinds)
     figures: list[str] = []
     if plots:
         from forecast_dojo.evaluation.plots import plot_report

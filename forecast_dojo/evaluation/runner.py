@@ -11,6 +11,7 @@ flattens a record into the row that ``metrics`` and ``plots`` read.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +20,12 @@ from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.env import ForecastDojoEnv
-from forecast_dojo.errors import EpisodeError
+from forecast_dojo.errors import EpisodeError, UntrustedInputError
 from forecast_dojo.evaluation.baselines import reference_records
+from forecast_dojo.graph import parse_graph
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
+from forecast_dojo.tools import SUBMIT_FORECAST
 from forecast_dojo.trajectory import LogStatus, log_status
 
 MAX_TURNS_PER_EPISODE = 10_000
@@ -39,7 +42,8 @@ def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
     Returns:
         ``agent, memory ("-" for reference forecasts), event_id, step, rollout, cutoff, forecast,
         valid, flags, score_<rule>`` for every scoring rule, ``outcome_index, n_steps, source, market,
-        tokens, tool_calls_by_kind, wall_s``.
+        tokens, tool_calls_by_kind, wall_s``, and what the agent looked at (:func:`evidence_fields`):
+        ``seen_docs``, ``read_docs``, ``cited_docs``.
     """
     return {
         "agent": record.agent or agent,
@@ -61,7 +65,63 @@ def record_row(record: StepRecord, agent: str | None = None) -> dict[str, Any]:
         "tokens": dict(record.tokens),
         "tool_calls_by_kind": _tool_call_kinds(record),
         "wall_s": record.wall_time_s if record.memory is not None else None,
+        **evidence_fields(record),
     }
+
+
+def evidence_fields(record: StepRecord) -> dict[str, Any]:
+    """The documents a step's agent looked at, for the evidence-quality metrics.
+
+    ``seen_docs``: every id a successful ``search`` returned or ``read`` opened in the step (the agent
+    saw its title and snippet, or its text); ``read_docs``: the ids opened with ``read``;
+    ``cited_docs``: the ``citations`` of the ``submit_forecast`` call that ended the step (as written:
+    an id may be unknown or dated after the cutoff, which evidence precision counts against it);
+    ``graph_events``: the ``{"date", "text"}`` events of the reasoning graph it submitted
+    (:mod:`forecast_dojo.graph`), or None without one; ``notebook_evidence``: the ``{"date",
+    "doc_ids"}`` entries of the notebook it submitted (memory-on), or None.
+
+    Args:
+        record: A step record.
+
+    Returns:
+        The three sorted id lists (empty for reference forecasts) and the graph's events.
+    """
+    seen: set[str] = set()
+    read: set[str] = set()
+    cited: set[str] = set()
+    graph: list[dict[str, str]] | None = None
+    for call in record.tool_calls:
+        if call.error is not None:
+            continue
+        if call.name in ("search", "read"):
+            seen.update(call.doc_ids)
+        if call.name == "read":
+            read.update(call.doc_ids)
+        if call.name == SUBMIT_FORECAST and isinstance(call.arguments, dict):
+            citations = call.arguments.get("citations")
+            cited = {c for c in citations if isinstance(c, str)} if isinstance(citations, list) else set()
+            if call.arguments.get("graph") is not None:
+                try:
+                    parsed = parse_graph(call.arguments["graph"])
+                except UntrustedInputError:  # refused by the tool; a log from elsewhere may hold one
+                    parsed = None
+                if parsed is not None:
+                    graph = [{"date": e.date, "text": e.text} for e in parsed.events]
+    return {
+        "seen_docs": sorted(seen),
+        "read_docs": sorted(read),
+        "cited_docs": sorted(cited),
+        "graph_events": graph,
+        "notebook_evidence": _notebook_evidence(record.notebook_out),
+    }
+
+
+def _notebook_evidence(notebook: str | None) -> list[dict[str, Any]] | None:
+    """The dated entries (``date``, ``doc_ids``) of a submitted notebook (validated by the env), or None."""
+    if notebook is None:
+        return None
+    entries = json.loads(notebook).get("evidence") or []
+    return [{"date": str(e.get("date", "")), "doc_ids": list(e.get("doc_ids") or [])} for e in entries]
 
 
 def _tool_call_kinds(record: StepRecord) -> dict[str, int]:

@@ -4,6 +4,7 @@ Layout of a study folder::
 
     <out>/study.json                 what was run (agents, modes, events, rollouts, seed, spec)
     <out>/references.jsonl           reference forecasts (uniform, base rate, market, oracle) as step records
+    <out>/evidence.json              the reference evidence sets (evidence quality, forecast_dojo.evaluation.evidence)
     <out>/<agent>-<mode>/run.json    one trajectory log per (agent, mode) ...
     <out>/<agent>-<mode>/steps.jsonl ... one step record per line, appended as each step ends
 
@@ -14,7 +15,14 @@ research), and the notebook controls ``notebook-empty``, ``notebook-stale`` (the
 notebook from two steps before), ``notebook-shuffled`` (another event's notebook at the same step,
 labels mapped by position) and ``notebook-oracle`` (synthetic world: the oracle's posterior at the
 previous step): each replays single steps (``reset(options={"step", "notebook"})``) of the
-``notebook`` run's events (:func:`control_notebook`).
+``notebook`` run's events (:func:`control_notebook`); and the topline ``near-resolution``
+(WorldReasoner's condition: memory-free, each event one step with the gateway a day before it
+resolved, :func:`forecast_dojo.events.schedule.near_resolution_event`), an upper reference that
+sees what no forecaster could: never a default, and labelled as such in reports.
+
+The folder also gets ``evidence.json``, the reference evidence quality is measured against
+(:func:`forecast_dojo.evaluation.evidence.study_reference`: the generator's exact evidence on the
+synthetic world, a hindsight set on real events), written once.
 
 Episodes are played by :func:`forecast_dojo.evaluation.runner.play_episode`, the library's one
 episode loop. Resuming: rerunning the same study reads each log
@@ -44,7 +52,15 @@ from forecast_dojo.budgets import Budgets
 from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.errors import ConfigError
 from forecast_dojo.errors import StudyError as StudyError
+from forecast_dojo.evaluation.evidence import (
+    EVIDENCE_FILE,
+    attach_reference,
+    load_reference,
+    save_reference,
+    study_reference,
+)
 from forecast_dojo.evaluation.runner import Episode, play_episode, record_row, resume_episode
+from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.notebook import notebook_value
 from forecast_dojo.records import StepRecord
 from forecast_dojo.schema import Event
@@ -68,6 +84,10 @@ class StudyMode:
         submit_only: Only ``submit_forecast``, one turn (no research).
         control: A notebook control (:func:`control_notebook`): the mode replays single steps of the
             same agent's ``notebook`` run from the notebook the control gives.
+        schedule: The env's schedule (``forecast_dojo.env.SCHEDULES``): ``cutoffs`` (the events' own)
+            or ``near-resolution`` (one step a day before resolution).
+        topline: The mode is an upper reference by design (it sees what a forecaster could not), never
+            a forecast: reports label it so and no default runs it.
     """
 
     name: str
@@ -75,10 +95,20 @@ class StudyMode:
     description: str
     submit_only: bool = False
     control: str | None = None
+    schedule: str = "cutoffs"
+    topline: bool = False
+
+    def scheduled(self, events: Sequence[Event]) -> list[Event]:
+        """The events as this mode's env plays them (its schedule applied, as ``ForecastDojoEnv`` does)."""
+        if self.schedule == "near-resolution":
+            return [near_resolution_event(e) for e in events]
+        return list(events)
 
     def env_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """``registration.make`` keywords for this mode's env: ``options`` with the mode's memory and tools."""
         result = dict(options) | {"memory": self.memory}
+        if self.schedule != "cutoffs":
+            result["schedule"] = self.schedule
         if self.submit_only:
             result.pop("max_turns", None)
             result.pop("max_tool_calls", None)
@@ -92,6 +122,13 @@ STUDY_MODES: dict[str, StudyMode] = {
         StudyMode("none", "none", "memory-free"),
         StudyMode("notebook", "notebook", "memory-on: the belief notebook is carried between steps"),
         StudyMode("no-tools", "none", "memory-free, only submit_forecast, one turn", submit_only=True),
+        StudyMode(
+            "near-resolution",
+            "none",
+            "TOPLINE, not a forecast: memory-free, one step with the gateway a day before resolution",
+            schedule="near-resolution",
+            topline=True,
+        ),
         StudyMode(
             "notebook-empty",
             "notebook",
@@ -109,6 +146,7 @@ STUDY_MODES: dict[str, StudyMode] = {
 }
 MODES = tuple(STUDY_MODES)
 EPISODE_MODES = tuple(m.name for m in STUDY_MODES.values() if m.control is None)  # whole episodes
+TOPLINE_MODES = tuple(m.name for m in STUDY_MODES.values() if m.topline)  # upper references, never forecasts
 CONTROLS = tuple(m.control for m in STUDY_MODES.values() if m.control is not None)
 
 
@@ -374,7 +412,7 @@ def run_study(
         for name in agents:
             for mode in MODES:
                 shutil.rmtree(log_dir(out, name, mode), ignore_errors=True)
-        for file in (STUDY_FILE, REFERENCES_FILE):
+        for file in (STUDY_FILE, REFERENCES_FILE, EVIDENCE_FILE):
             (out / file).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
@@ -386,6 +424,8 @@ def run_study(
             directory = log_dir(out, name, mode)
             metadata = {"agent": name, "mode": mode, "seed": seed, "rollouts": rollouts}
             probe = make_env(mode, metadata)
+            if not (out / EVIDENCE_FILE).exists():  # what evidence quality is measured against
+                save_reference(out, study_reference(probe, events))
             run_id = probe.run_id
             run_file = directory / "run.json"
             if run_file.exists() and json.loads(run_file.read_text()).get("run_id") != run_id:
@@ -401,8 +441,9 @@ def run_study(
                 total = done + len(jobs)
                 _note_control(out, study, f"{name}/{mode}", total, skipped)
             else:
-                jobs, done = plan_episodes(directory, events, rollouts, seed, env_memory(mode))
-                total = sum(e.n_steps for e in events) * rollouts
+                mode_events = STUDY_MODES[mode].scheduled(events)  # near-resolution: one step per event
+                jobs, done = plan_episodes(directory, mode_events, rollouts, seed, env_memory(mode))
+                total = sum(e.n_steps for e in mode_events) * rollouts
             reused += done
             logs.append(directory)
             if not jobs:
@@ -510,7 +551,9 @@ def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
 def study_rows(out: str | Path) -> list[dict[str, Any]]:
     """Every row of a study folder: its logs (mode from the folder) and its reference records.
 
-    Rows get ``horizon_days`` (cutoff to the question's close) and ``open_at`` from ``study.json``.
+    Rows get ``horizon_days`` (cutoff to the question's close) and ``open_at`` from ``study.json``,
+    and, when the folder has an evidence reference (``evidence.json``,
+    :mod:`forecast_dojo.evaluation.evidence`), agents' rows their step's ``reference_docs``.
 
     Args:
         out: the study folder.
@@ -541,4 +584,5 @@ def study_rows(out: str | Path) -> list[dict[str, Any]]:
             cutoff = datetime.fromisoformat(row["cutoff"].replace("Z", "+00:00"))
             row["horizon_days"] = (datetime.fromisoformat(event["close_at"]) - cutoff).total_seconds() / 86400
             row["open_at"] = event["open_at"]
+    attach_reference(rows, load_reference(out))
     return rows

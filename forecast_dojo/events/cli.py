@@ -6,9 +6,12 @@ Heavy work (reading sources, loading the corpus) happens only when the command r
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, option
 from forecast_dojo.paths import DATA_ENV, default_data_root, missing_data_message
 
 # BuildConfig's own options are flags (types and defaults from the dataclass); windows and sections
@@ -27,8 +30,108 @@ BUILD_FLAGS = {
 }
 
 
+@dataclass(kw_only=True)
+class EventsBuildArguments:
+    """The flags of ``forecast-dojo events build`` besides :class:`~forecast_dojo.events.build.BuildConfig`'s own."""
+
+    forecastbench: Path | None = option(
+        None,
+        help=f"ForecastBench folder (default when no source is given: ${DATA_ENV}/forecastbench, else "
+        "../shared/data/forecastbench from the working directory)",
+    )
+    include_data_sources: bool = option(
+        False, help="also import ForecastBench data-source questions (acled, fred, ...)"
+    )
+    polymarket: tuple[Path, ...] = option((), append=True, help="Polymarket export folder (repeatable)")
+    corpus: Path | None = option(
+        None, help="corpus directory (evidence filter, schedule document counts, leakage screen)"
+    )
+    out: Path = option(help="output directory")
+    train_window: str = option(help="START:END ISO dates, inclusive, e.g. 2024-01-01:2025-10-31")
+    eval_window: str = option(help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28")
+    config: Path | None = option(
+        None,
+        help="TOML with sections [selection], [schedule], [leakage] overriding defaults (JSON/YAML still read)",
+    )
+    seed: int | None = option(None, help="schedule tie-breaking seed (default 0)")
+    # BuildConfig's flags stand here
+    leakage_labels: tuple[Path, ...] = option(
+        (),
+        append=True,
+        help="labelled (question, document) pairs, JSON lines (repeatable): the build measures the leakage "
+        "screen's precision and recall on them (e.g. tests/events/fixtures/leakage_labels_unseen.jsonl)",
+    )
+    judge_base_url: str | None = option(
+        None,
+        help="an OpenAI-compatible /v1 URL: an LLM judges the leakage screen's documents (with --judge-model)",
+    )
+    judge_model: str | None = option(None, help="the judge's model name (with --judge-base-url)")
+    judge_scope: str = option(
+        "flags",
+        choices=("flags", "matches"),
+        help="flags: the judge confirms the lexical flags; matches: it reads every matching document",
+    )
+    judge_cache: Path | None = option(
+        None,
+        help="folder of cached judge prompts and replies (default: $FORECAST_DOJO_CACHE/leakage-judge, else ~/.cache/forecast_dojo/leakage-judge)",
+    )
+    overwrite: bool = option(False, help="replace existing output files")
+    strict: bool = option(
+        False,
+        help="fail (exit 3, nothing written) instead of warning when the build keeps under 10 % of its input",
+    )
+    no_progress: bool = option(False, help="no progress bars")
+
+
+# the flags in their order: the sources and windows, BuildConfig's own, then the screen's measures and how to write
+LATER_FIELDS = (
+    "leakage_labels",
+    "judge_base_url",
+    "judge_model",
+    "judge_scope",
+    "judge_cache",
+    "overwrite",
+    "strict",
+    "no_progress",
+)
+INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(EventsBuildArguments) if f.name not in LATER_FIELDS)
+
+
+def _day(value: str) -> date:
+    """An argparse type: a date (``YYYY-MM-DD``)."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
+
+
+@dataclass(kw_only=True)
+class EventsGenerateArguments:
+    """The flags of ``forecast-dojo events generate``."""
+
+    corpus: Path = option(help="corpus directory")
+    base_url: str = option(help="the server's /v1 URL, e.g. http://127.0.0.1:8000/v1")
+    model: str = option(help="the model name the server expects")
+    api_key: str | None = option(None, help="API key (default: $OPENAI_API_KEY; local servers take any)")
+    start: date = option(parse=_day, help="first document day, YYYY-MM-DD")
+    end: date = option(parse=_day, help="last document day, YYYY-MM-DD")
+    out: Path = option(help="output directory (events, reports, cache)")
+    train_window: str | None = option(
+        None, help="START:END (default: the first 70 % of --start..--end + the resolution span)"
+    )
+    eval_window: str | None = option(None, help="START:END (default: the rest)")
+    window_days: int = option(7, help="days per clustering window")
+    questions_per_cluster: int = option(2, help="questions asked per cluster")
+    resolve_days: int = option(30, help="days after the resolution date searched")
+    min_eval_steps: int = option(1, help="evaluation events need this many steps")
+    overwrite: bool = option(False, help="replace existing output files (the cache stays)")
+    no_progress: bool = option(False, help="no progress bars")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``events`` command group (``events build``) to the top-level parser."""
+    """Add the ``events`` command group (``events build``, ``events generate``) to the top-level parser."""
+    from forecast_dojo.events.build import BuildConfig
+
     events = subparsers.add_parser(
         "events", help="build replayable events", description="Build replayable events."
     )
@@ -42,73 +145,83 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "write train.jsonl, eval.jsonl, all.jsonl, report.json and report.md into --out."
         ),
     )
-    build.add_argument(
-        "--forecastbench",
-        type=Path,
-        help=f"ForecastBench folder (default when no source is given: ${DATA_ENV}/forecastbench, else "
-        "../shared/data/forecastbench from the working directory)",
-    )
-    build.add_argument(
-        "--include-data-sources",
-        action="store_true",
-        help="also import ForecastBench data-source questions (acled, fred, ...)",
-    )
-    build.add_argument(
-        "--polymarket", type=Path, action="append", default=[], help="Polymarket export folder (repeatable)"
-    )
-    build.add_argument(
-        "--corpus",
-        type=Path,
-        help="corpus directory (evidence filter, schedule document counts, leakage screen)",
-    )
-    build.add_argument("--out", type=Path, required=True, help="output directory")
-    build.add_argument(
-        "--train-window", required=True, help="START:END ISO dates, inclusive, e.g. 2024-01-01:2025-10-31"
-    )
-    build.add_argument(
-        "--eval-window", required=True, help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28"
-    )
-    build.add_argument(
-        "--config",
-        type=Path,
-        help="TOML with sections [selection], [schedule], [leakage] overriding defaults (JSON/YAML still read)",
-    )
-    build.add_argument("--seed", type=int, help="schedule tie-breaking seed (default 0)")
-    from forecast_dojo.events.build import BuildConfig
-
+    add_dataclass_arguments(build, EventsBuildArguments, only=INPUT_FIELDS)
     add_dataclass_arguments(build, BuildConfig, only=BUILD_FIELDS, flags=BUILD_FLAGS)
-    build.add_argument(
-        "--leakage-labels",
-        type=Path,
-        action="append",
-        default=[],
-        help="labelled (question, document) pairs, JSON lines (repeatable): the build measures the leakage "
-        "screen's precision and recall on them (e.g. tests/events/fixtures/leakage_labels_unseen.jsonl)",
-    )
-    build.add_argument(
-        "--judge-base-url",
-        help="an OpenAI-compatible /v1 URL: an LLM judges the leakage screen's documents (with --judge-model)",
-    )
-    build.add_argument("--judge-model", help="the judge's model name (with --judge-base-url)")
-    build.add_argument(
-        "--judge-scope",
-        choices=("flags", "matches"),
-        default="flags",
-        help="flags: the judge confirms the lexical flags; matches: it reads every matching document",
-    )
-    build.add_argument(
-        "--judge-cache",
-        type=Path,
-        help="folder of cached judge prompts and replies (default: $FORECAST_DOJO_CACHE/leakage-judge, else ~/.cache/forecast_dojo/leakage-judge)",
-    )
-    build.add_argument("--overwrite", action="store_true", help="replace existing output files")
-    build.add_argument(
-        "--strict",
-        action="store_true",
-        help="fail (exit 3, nothing written) instead of warning when the build keeps under 10 %% of its input",
-    )
-    build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_dataclass_arguments(build, EventsBuildArguments, only=LATER_FIELDS)
     build.set_defaults(func=run_build)
+    _register_generate(commands)
+
+
+def _register_generate(commands: argparse._SubParsersAction) -> None:
+    """``events generate``: questions written by a model from dated document clusters (FABench)."""
+    generate = commands.add_parser(
+        "generate",
+        help="write questions from the corpus with an OpenAI-compatible model, resolve them, build events",
+        description=(
+            "Cluster the corpus's documents by date and names, have an OpenAI-compatible model propose questions "
+            "(resolution criteria, resolution date, supporting documents), resolve each from documents dated after "
+            "its resolution date only, then select, schedule, screen and split them like imported events. Every "
+            "prompt and reply is cached in --out (a rerun sends nothing) and logged in llm-log.jsonl."
+        ),
+    )
+    add_dataclass_arguments(generate, EventsGenerateArguments)
+    generate.set_defaults(func=run_generate)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Generate, resolve and build events from a corpus; prints the summary, returns the exit status."""
+    import json
+    import sys
+    from datetime import timedelta
+
+    from forecast_dojo.corpus.store import Corpus, CorpusError
+    from forecast_dojo.errors import ConfigError, OutputExistsError
+    from forecast_dojo.events.build import BuildConfig, build_events, render_summary, write_outputs
+    from forecast_dojo.events.generate import (
+        GenerateConfig,
+        ReplyCache,
+        generate_events,
+        openai_completion,
+        render_generate_markdown,
+    )
+    from forecast_dojo.events.split import SplitError, parse_window
+
+    progress = not args.no_progress
+    try:
+        config = GenerateConfig(
+            args.start,
+            args.end,
+            window_days=args.window_days,
+            questions_per_cluster=args.questions_per_cluster,
+            resolve_days=args.resolve_days,
+        )
+        last = args.end + timedelta(days=args.resolve_days)
+        middle = args.start + timedelta(days=int(0.7 * (last - args.start).days))
+        train = parse_window(args.train_window or f"{args.start}:{middle}")
+        evaluation = parse_window(args.eval_window or f"{middle + timedelta(days=1)}:{last}")
+        corpus = Corpus.load(args.corpus)
+        args.out.mkdir(parents=True, exist_ok=True)
+        cache = ReplyCache(
+            args.out, args.model, openai_completion(args.base_url, args.model, api_key=args.api_key)
+        )
+        imported, report = generate_events(corpus, config, cache, progress=progress)
+        build = BuildConfig(train_window=train, eval_window=evaluation, min_eval_steps=args.min_eval_steps)
+        output = build_events([imported], build, corpus=corpus, progress=progress)
+        write_outputs(output, args.out, overwrite=args.overwrite)
+    except (ConfigError, SplitError, CorpusError, FileNotFoundError, OutputExistsError) as err:
+        print(f"events generate: error: {err}", file=sys.stderr)
+        return 2
+    (args.out / "generate.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    (args.out / "generate.md").write_text(render_generate_markdown(report), encoding="utf-8")
+    print(
+        f"{len(report['proposals'])} questions proposed from {len(report['clusters'])} clusters, "
+        f"{report['kept']} resolved; requests: {report['requests']['sent']} sent, {report['requests']['cached']} cached"
+    )
+    print(render_summary(output.report))
+    print(
+        f"wrote {args.out}/train.jsonl, eval.jsonl, all.jsonl, report.md, generate.json, generate.md, llm-log.jsonl"
+    )
+    return 0
 
 
 def run_build(args: argparse.Namespace) -> int:

@@ -311,27 +311,64 @@ def _binary_event(
     else:
         result.note("no_price_history")
     labels = tuple(str(o) for o in outcomes)
-    return Event(
-        id=f"polymarket:{market_id}",
+    return _event(
+        ("market", market_id),
+        market,
+        event,
+        (open_at, close_at, resolved_at),
+        (points, trade_days),
         question=str(market.get("question") or event.get("title") or "").strip(),
         outcomes=labels,
         outcome=labels[int(winner)],
+        background=undated_text(event.get("description")) if event else "",
+        deadline_at=iso(_deadline([market], event, close_at)),
+    )
+
+
+def _event(
+    kind: tuple[str, str],
+    item: dict[str, Any],
+    event: dict[str, Any],
+    dates: tuple[datetime, datetime, datetime],
+    series: tuple[list[MarketPoint], list[str]],
+    *,
+    question: str,
+    outcomes: tuple[str, ...],
+    outcome: str,
+    background: str,
+    **extra: Any,
+) -> Event:
+    """The event of a binary market or a neg-risk event (``kind``: ``("market" | "event", its id)``).
+
+    ``item`` is the market or event whose description is the resolution criteria and whose slug is
+    the URL; ``series`` the price points and their trade days; ``extra`` more ``Event.extra`` fields.
+    """
+    what, source_id = kind
+    open_at, close_at, resolved_at = dates
+    points, trade_days = series
+    slug = item.get("slug")
+    return Event(
+        id=f"polymarket:{source_id}" if what == "market" else f"polymarket:event:{source_id}",
+        question=question,
+        outcomes=outcomes,
+        outcome=outcome,
         open_at=open_at,
         close_at=close_at,
         resolved_at=resolved_at,
         cutoffs=(open_at,),
-        background=undated_text(event.get("description")) if event else "",
-        resolution_criteria=undated_text(market.get("description")),
+        background=background,
+        resolution_criteria=undated_text(item.get("description")),
         source="polymarket",
-        url=f"https://polymarket.com/market/{market['slug']}" if market.get("slug") else None,
+        url=f"https://polymarket.com/{what}/{slug}" if slug else None,
         tags=_tags(event),
         market=tuple(points),
         extra={
-            "source_id": market_id,
+            "source_id": source_id,
             "market_granularity": "trades" if points else "none",
             "trade_days": trade_days,
+            **{k: v for k, v in extra.items() if k != "deadline_at"},
             "recorded_close_at": iso(close_at),
-            "deadline_at": iso(_deadline([market], event, close_at)),
+            "deadline_at": extra["deadline_at"],
         },
     )
 
@@ -407,27 +444,16 @@ def _negrisk_event(
         )
     else:
         result.note("no_price_history")
-    return Event(
-        id=f"polymarket:event:{event_id}",
+    return _event(
+        ("event", event_id),
+        event,
+        event,
+        (open_at, close_at, resolved_at),
+        (points, trade_days),
         question=str(event.get("title") or "").strip(),
         outcomes=labels,
         outcome=labels[winners[0]],
-        open_at=open_at,
-        close_at=close_at,
-        resolved_at=resolved_at,
-        cutoffs=(open_at,),
         background="",
-        resolution_criteria=undated_text(event.get("description")),
-        source="polymarket",
-        url=f"https://polymarket.com/event/{event['slug']}" if event.get("slug") else None,
-        tags=_tags(event),
-        market=tuple(points),
-        extra={
-            "source_id": event_id,
-            "market_granularity": "trades" if points else "none",
-            "trade_days": trade_days,
-            "neg_risk_markets": [str(m[3].get("id")) for m in members],
-            "recorded_close_at": iso(close_at),
-            "deadline_at": iso(_deadline([m[3] for m in members], event, close_at)),
-        },
+        neg_risk_markets=[str(m[3].get("id")) for m in members],
+        deadline_at=iso(_deadline([m[3] for m in members], event, close_at)),
     )

@@ -220,6 +220,41 @@ def truncate_at(event: Event, n_keep: int) -> Event:
     return replace(event, cutoffs=tuple(event.cutoffs[:n_keep]), extra=extra)
 
 
+NEAR_RESOLUTION_LEAD = timedelta(days=1)
+
+
+def near_resolution_cutoff(event: Event) -> datetime:
+    """The cutoff of the near-resolution topline: one day before the resolution, within ``[open, close]``.
+
+    ``resolved_at - 1 day``, brought back to the close when it lies after it (an event's cutoffs never
+    pass its close) and forward to the open when the event resolved within a day of opening.
+    """
+    return max(event.open_at, min(event.resolved_at - NEAR_RESOLUTION_LEAD, event.close_at))
+
+
+def near_resolution_event(event: Event) -> Event:
+    """The event as WorldReasoner's near-resolution condition plays it: one step, at :func:`near_resolution_cutoff`.
+
+    A *topline*, not a forecast: the gateway opens a day before the outcome is known, so the step
+    sees (nearly) all the evidence there will be, and for an event that resolved early the date itself
+    hints at the outcome. Reports label it so, and no study runs it unless asked. The leakage
+    screen's exclusions (``excluded_doc_ids``) still apply; per-step extras (market beliefs at the
+    old cutoffs, step-keyed exclusions, already merged) are dropped, ``extra["schedule"]`` says what
+    was done.
+    """
+    extra: dict[str, Any] = {
+        k: v for k, v in event.extra.items() if k not in ("market_at_cutoffs", "excluded_doc_ids")
+    }
+    previous = event.extra.get("schedule")
+    extra["schedule"] = {
+        **(previous if isinstance(previous, dict) else {}),
+        "steps": 1,
+        "near_resolution": True,
+        "original_steps": event.n_steps,
+    }
+    return replace(event, cutoffs=(near_resolution_cutoff(event),), extra=extra)
+
+
 def schedule_event(event: Event, config: ScheduleConfig, corpus: Corpus | None = None) -> Event | None:
     """The event with its forecast cutoffs and per-step market belief, or None when no date is available.
 

@@ -7,6 +7,7 @@ attached by the generator (``world.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -83,6 +84,25 @@ def _binary_spec(
         outcomes=("Yes", "No"),
         claims=(yes, no),
         resolutions=(yes_done, no_done),
+        **rest,
+    )
+
+
+def _multi_spec(
+    kind: str,
+    question: str,
+    outcomes: tuple[str, ...],
+    claim: Callable[[str], str],
+    resolution: Callable[[str], tuple[str, str]],
+    **rest: Any,
+) -> _EventSpec:
+    """A multi-outcome event: ``claim(o)`` is what evidence for ``o`` asserts, ``resolution(o)`` its report."""
+    return _EventSpec(
+        kind=kind,
+        question=question,
+        outcomes=outcomes,
+        claims=tuple(claim(o) for o in outcomes),
+        resolutions=tuple(resolution(o) for o in outcomes),
         **rest,
     )
 
@@ -230,15 +250,12 @@ def _election(rng: np.random.Generator, names: Namer, world: Geography, deadline
     world.cities[country].append(city)
     candidates = tuple(names.person() for _ in range(k))
     race = f"{deadline.year} {city} mayoral election"
-    return _EventSpec(
-        kind="election",
-        question=f"Who will win the {race}?",
-        outcomes=candidates,
-        claims=tuple(f"{c} will win the {race}" for c in candidates),
-        resolutions=tuple(
-            (f"{c} wins the {race}", f"{c} won the {race} and will take office next month.")
-            for c in candidates
-        ),
+    return _multi_spec(
+        "election",
+        f"Who will win the {race}?",
+        candidates,
+        lambda c: f"{c} will win the {race}",
+        lambda c: (f"{c} wins the {race}", f"{c} won the {race} and will take office next month."),
         context=f"{k} candidates are running for mayor of {city}, {country}: {', '.join(candidates)}. Voting closes on {long_date(deadline)}.",
         criteria=f"Resolves to the candidate declared winner of the {race}.",
         topic=f"the {race}",
@@ -256,12 +273,12 @@ def _contract(rng: np.random.Generator, names: Namer, world: Geography, deadline
         lambda: f"{city} {pick(rng, ('port expansion', 'metro extension', 'water plant', 'bridge'))} contract"
     )
     official = names.person()
-    return _EventSpec(
-        kind="contract",
-        question=f"Which company will win the {project}?",
-        outcomes=bidders,
-        claims=tuple(f"{b} will be awarded the {project}" for b in bidders),
-        resolutions=tuple((f"{b} wins the {project}", f"The {project} was awarded to {b}.") for b in bidders),
+    return _multi_spec(
+        "contract",
+        f"Which company will win the {project}?",
+        bidders,
+        lambda b: f"{b} will be awarded the {project}",
+        lambda b: (f"{b} wins the {project}", f"The {project} was awarded to {b}."),
         context=f"{k} companies bid for the {project} in {country}: {', '.join(bidders)}. Procurement chief {official} "
         f"oversees the tender, due to be decided by {long_date(deadline)}.",
         criteria=f"Resolves to the company officially awarded the {project}.",
@@ -279,15 +296,12 @@ def _host(rng: np.random.Generator, names: Namer, world: Geography, deadline: da
     world.cities[country].extend(cities)
     games = names.unique(lambda: f"{deadline.year + 3} {names.word(2)} {pick(rng, _GAMES)} Games")
     chair = names.person()
-    return _EventSpec(
-        kind="host",
-        question=f"Which city will be chosen to host the {games}?",
-        outcomes=cities,
-        claims=tuple(f"{c} will be picked to host the {games}" for c in cities),
-        resolutions=tuple(
-            (f"{c} to host the {games}", f"The selection committee chose {c} to host the {games}.")
-            for c in cities
-        ),
+    return _multi_spec(
+        "host",
+        f"Which city will be chosen to host the {games}?",
+        cities,
+        lambda c: f"{c} will be picked to host the {games}",
+        lambda c: (f"{c} to host the {games}", f"The selection committee chose {c} to host the {games}."),
         context=f"The committee chaired by {chair} is choosing among {k} candidate cities for the {games}: "
         f"{', '.join(cities)}. A decision is expected by {long_date(deadline)}.",
         criteria=f"Resolves to the city the selection committee announces as host of the {games}.",
@@ -305,15 +319,12 @@ def _leadership(
     country = pick(rng, world.countries)
     party = f"{names.scoped_unique(country, lambda: pick(rng, _PARTIES))} of {country}"
     contenders = tuple(names.person() for _ in range(k))
-    return _EventSpec(
-        kind="leadership",
-        question=f"Who will be elected leader of the {party}?",
-        outcomes=contenders,
-        claims=tuple(f"{c} will be elected leader of the {party}" for c in contenders),
-        resolutions=tuple(
-            (f"{c} elected {party} leader", f"Members of the {party} elected {c} as their new leader.")
-            for c in contenders
-        ),
+    return _multi_spec(
+        "leadership",
+        f"Who will be elected leader of the {party}?",
+        contenders,
+        lambda c: f"{c} will be elected leader of the {party}",
+        lambda c: (f"{c} elected {party} leader", f"Members of the {party} elected {c} as their new leader."),
         context=f"The {party} holds a leadership ballot closing on {long_date(deadline)}. Contenders: {', '.join(contenders)}.",
         criteria=f"Resolves to the contender the {party} announces as its elected leader.",
         topic=f"the {party} leadership race",
@@ -331,12 +342,12 @@ def _award(rng: np.random.Generator, names: Namer, world: Geography, deadline: d
         lambda: f"Golden {pick(rng, _AWARD_BIRDS)} of the {deadline.year} {city} Film Festival"
     )
     director = names.person()
-    return _EventSpec(
-        kind="award",
-        question=f"Which film will win the {prize}?",
-        outcomes=films,
-        claims=tuple(f"{f} will win the {prize}" for f in films),
-        resolutions=tuple((f"{f} wins the {prize}", f"The jury awarded the {prize} to {f}.") for f in films),
+    return _multi_spec(
+        "award",
+        f"Which film will win the {prize}?",
+        films,
+        lambda f: f"{f} will win the {prize}",
+        lambda f: (f"{f} wins the {prize}", f"The jury awarded the {prize} to {f}."),
         context=f"Festival director {director} announced {k} films in competition for the {prize}: {', '.join(films)}.",
         criteria=f"Resolves to the film the jury names as winner of the {prize}.",
         topic=f"the {prize}",

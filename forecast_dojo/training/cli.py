@@ -10,10 +10,11 @@ every field of :class:`~forecast_dojo.training.sft.SFTArguments` /
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, option
 from forecast_dojo.training.arguments import JsonObject
 
 # ExportConfig's fields are the flags (types, defaults, help from its docstring); these keep the
@@ -37,6 +38,16 @@ GRPO_FLAGS = {
 }
 
 
+@dataclass(kw_only=True)
+class ExportSFTArguments:
+    """The arguments of ``forecast-dojo export sft`` besides :class:`~forecast_dojo.training.export.ExportConfig`'s."""
+
+    logs: tuple[Path, ...] = option(
+        positional=True, nargs="+", help="run directories, steps.jsonl files or folders of runs"
+    )
+    out: Path = option(help="output directory (train.parquet, export.json)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``export`` command (subcommand ``sft``) to the ``forecast-dojo`` parser."""
     from forecast_dojo.training.export import ExportConfig
@@ -50,10 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "invalid forecasts, low scores, duplicates and all but the best record per (event, step, memory) are "
         "dropped; long tool results are shortened (never an assistant turn) to fit --max-tokens.",
     )
-    sft.add_argument(
-        "logs", nargs="+", type=Path, help="run directories, steps.jsonl files or folders of runs"
-    )
-    sft.add_argument("--out", type=Path, required=True, help="output directory (train.parquet, export.json)")
+    add_dataclass_arguments(sft, ExportSFTArguments)
     add_dataclass_arguments(sft, ExportConfig, flags=EXPORT_FLAGS)
     sft.set_defaults(func=export_sft_command)
     register_training(subparsers)

@@ -65,7 +65,10 @@ def read_free_form(value: Any) -> tuple[dict[str, float] | None, str | None]:
         seen[key] = label
         if isinstance(p, bool) or not isinstance(p, (int, float)):
             return None, f"probability of {preview(label)} must be a number, got {preview(p)}"
-        number = float(p)
+        try:
+            number = float(p)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
         if not math.isfinite(number) or not 0.0 <= number <= 1.0:
             return None, f"probability of {preview(label)} must be in [0, 1], got {preview(p)}"
         out[label] = number

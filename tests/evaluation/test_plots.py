@@ -52,7 +52,11 @@ def capture(monkeypatch):
                     "title": ax.get_title(),
                     "ylabel": ax.get_ylabel(),
                     "visible": ax.axison,
-                    "lines": {line.get_label(): to_hex(line.get_color()) for line in ax.get_lines()},
+                    # a line drawn over an identical one is labelled "name (= other)"
+                    "lines": {
+                        line.get_label().split(" (= ")[0]: to_hex(line.get_color()) for line in ax.get_lines()
+                    },
+                    "labels": [line.get_label() for line in ax.get_lines()],
                     "bars": [to_hex(p.get_facecolor()) for p in ax.patches],
                     "texts": [t.get_text() for t in ax.texts],
                     "scatter_sizes": [list(c.get_sizes()) for c in ax.collections],
@@ -132,6 +136,8 @@ def test_a_forecaster_has_one_colour_in_every_figure(tmp_path, monkeypatch):
     }
     for name in ("a/none", "b/notebook", "oracle"):
         assert reliability[name] == {life[name]}
+    # b plays exactly as a: its lines say so, thinner on top of a's
+    assert "b/none (= a/none)" in figures["life.png"]["axes"][0]["labels"]
     gain = figures["memory_gain.png"]["axes"][0]["lines"]
     assert gain["a (notebook - none)"] == life["a/notebook"]
     # references keep their colour whatever the agents are; agents' colours depend only on the names

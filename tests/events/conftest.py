@@ -61,3 +61,11 @@ def make_corpus(tmp_path: Path, documents: Sequence[Document], name: str = "corp
 @pytest.fixture
 def polymarket_export() -> Path:
     return FIXTURES / "polymarket"
+
+
+@pytest.fixture(scope="session")
+def unseen_labels(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The second labelled set with its texts, rebuilt from the shared data (skips without it)."""
+    from .unseen_labels import rebuild_unseen_labels
+
+    return rebuild_unseen_labels(data_root, tmp_path_factory.mktemp("unseen") / "leakage_labels_unseen.jsonl")

@@ -20,8 +20,6 @@ from tests.agents.test_openai_agent import ScriptedServer, completion
 from .conftest import day, make_corpus, make_doc, make_event
 from .test_build import public_world, run_cli
 
-UNSEEN = Path(__file__).parent / "fixtures" / "leakage_labels_unseen.jsonl"
-
 
 def reply(text: str) -> tuple[int, dict]:
     return (200, completion({"role": "assistant", "content": text}))
@@ -157,20 +155,20 @@ def test_judge_verdicts_go_to_decisions_and_the_report(tmp_path: Path) -> None:
 
 
 def test_cli_prints_precision_and_recall_on_labels_and_uses_the_judge(
-    polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture, unseen_labels: Path
 ) -> None:
     from .test_build import world_docs
 
     make_corpus(tmp_path, world_docs())
     argv = ["events", "build", "--polymarket", str(polymarket_export), "--corpus", str(tmp_path / "corpus")]
     argv += ["--train-window", "2029-01-01:2029-12-31", "--eval-window", "2030-01-01:2030-12-31"]
-    argv += ["--no-progress", "--leakage-labels", str(UNSEEN)]
+    argv += ["--no-progress", "--leakage-labels", str(unseen_labels)]
     assert run_cli([*argv, "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
-    pairs, _ = load_labelled_pairs(UNSEEN)
+    pairs, _ = load_labelled_pairs(unseen_labels)
     measured = measure_screen(pairs, LeakageConfig())
     assert (
-        f"leakage screen (outcome) on {UNSEEN}: precision {measured['precision']:.2f}, recall "
+        f"leakage screen (outcome) on {unseen_labels}: precision {measured['precision']:.2f}, recall "
         f"{measured['recall']:.2f}" in printed
     )
     heldout = measured["by_split"]["heldout"]
@@ -189,7 +187,7 @@ def test_cli_prints_precision_and_recall_on_labels_and_uses_the_judge(
         judged += ["--judge-model", "scripted-judge", "--judge-cache", str(tmp_path / "cache")]
         assert run_cli(judged) == 0
     printed = capsys.readouterr().out
-    assert f"leakage screen (outcome+judge) on {UNSEEN}: precision 0.00, recall 0.00" in printed
+    assert f"leakage screen (outcome+judge) on {unseen_labels}: precision 0.00, recall 0.00" in printed
     judge = json.loads((tmp_path / "judged" / "report.json").read_text())["leakage"]["judge"]
     # one request per distinct flagged pair (two questions of the set share their text: cached)
     assert (

@@ -178,8 +178,8 @@ def test_sft_script_smoke(teacher_log, tiny_model_dir, tmp_path):
 
 
 def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, tokenizer, tmp_path):
-    from forecast_dojo.training.export import ExportConfig, export_sft
     from forecast_dojo.agents.llm import native_bfloat16
+    from forecast_dojo.training.export import ExportConfig, export_sft
     from forecast_dojo.training.sft import SFTArguments, estimate_sft_cost
 
     dataset = export_sft(
@@ -190,7 +190,9 @@ def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, toke
     defaults = SFTArguments()
     # the compact CPU defaults; bf16 only where it is native (emulated, and slower, on AVX2-only CPUs)
     assert (defaults.max_length, defaults.bf16) == (1024, native_bfloat16())
-    by_steps = estimate_sft_cost(SFTArguments(max_steps=5, bf16=True), dataset, tokenizer, 135_000_000, sample=rows)
+    by_steps = estimate_sft_cost(
+        SFTArguments(max_steps=5, bf16=True), dataset, tokenizer, 135_000_000, sample=rows
+    )
     assert (by_steps.steps, by_steps.sequences) == (5, 20)  # batch 1 x 4 accumulation
     assert 0 < by_steps.mean_tokens <= 1024 and by_steps.tokens == round(by_steps.mean_tokens * 20)
     assert by_steps.seconds is not None and by_steps.seconds > 0
