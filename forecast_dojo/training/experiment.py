@@ -370,11 +370,17 @@ def _count_records(study: Path) -> int:
 # Results: learning.json and the figure, computed from the logs.
 
 
-def _label(model: str) -> str:
-    """The agent label ``forecast-dojo run`` gives ``hf:<model>``."""
+def _label(model: str, present: set[str] | frozenset[str] = frozenset()) -> str:
+    """The agent label ``forecast-dojo run`` gives ``hf:<model>``, as found among the ``present`` labels.
+
+    Logs written before labels carried a hash of the model's path (``hf-<folder>`` then,
+    ``hf-<folder>-<hash>`` now) keep their old label: the first candidate found in ``present`` wins.
+    """
     from forecast_dojo.evaluation.cli import local_model_label
 
-    return local_model_label(f"hf:{model}")
+    label = local_model_label(f"hf:{model}")
+    legacy = f"hf-{Path(model).name}"
+    return next((c for c in (label, legacy) if c in present), label)
 
 
 def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
@@ -389,7 +395,7 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         models["grpo"] = str(layout.grpo_model)
     out: dict[str, Any] = {}
     for key, model in models.items():
-        agent = _label(model)
+        agent = _label(model, {metrics.forecaster(row)[0] for row in rows})
         per_mode = {mode: _model_numbers(rows, (agent, mode)) for mode in MODES}
         entry = dict(per_mode["none"])  # the headline: memory-free
         entry["agent"] = agent

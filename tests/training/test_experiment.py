@@ -151,3 +151,14 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
 def test_unknown_stage_is_refused(tmp_path):
     with pytest.raises(ExperimentError, match="unknown stage"):
         run_experiment(ExperimentArguments(out=str(tmp_path / "exp")), stages=["sft", "tune"])
+
+
+def test_labels_of_logs_written_before_hashed_labels_are_found():
+    from forecast_dojo.evaluation.cli import local_model_label
+    from forecast_dojo.training.experiment import _label
+
+    new = local_model_label("hf:/runs/exp/sft-model")
+    assert _label("/runs/exp/sft-model", {new, "smollm2"}) == new
+    assert _label("/runs/exp/sft-model", {"hf-sft-model"}) in (new, "hf-sft-model")
+    assert _label("/runs/exp/sft-model", {"hf-sft-model"}) == "hf-sft-model" or new == "hf-sft-model"
+    assert _label("/runs/exp/sft-model", set()) == new
