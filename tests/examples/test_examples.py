@@ -18,7 +18,7 @@ from tests.conftest import REPO_ROOT, tiny_llama
 EXAMPLES = REPO_ROOT / "examples"
 
 
-def run_example(name: str, *args: str, cache: Path) -> subprocess.CompletedProcess:
+def run_example(name: str, *args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     environment = {**os.environ, "FORECAST_DOJO_CACHE": str(cache), "NO_PROXY": "127.0.0.1,localhost"}
     environment["PYTHONPATH"] = str(REPO_ROOT)  # this tree's forecast_dojo, whatever is installed
     return subprocess.run(
@@ -27,7 +27,7 @@ def run_example(name: str, *args: str, cache: Path) -> subprocess.CompletedProce
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
 
 
