@@ -206,7 +206,7 @@ def test_grpo_remote(make_tiny_env, tmp_path):
             "--servers", first.url, second.url, "--model", str(student), "--out", str(tmp_path / "grpo"),
             "--events", "harbor", "--max-steps", "1", "--num-generations", "2",
             "--max-completion-length", "16", "--max-tool-calling-iterations", "1",
-            cache=tmp_path,
+            cache=tmp_path, timeout=1200,  # torch + TRL start slowly on a loaded machine
         )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(

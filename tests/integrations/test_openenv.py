@@ -158,7 +158,8 @@ def test_a_step_after_the_episode_is_an_error_and_the_session_survives(make_tiny
 
 
 def test_the_session_cap_and_idle_reaping(make_tiny_env):
-    app = create_app(lambda: make_tiny_env(), max_sessions=2, idle_timeout_s=2.0)  # slack for a loaded machine
+    # an idle timeout with slack for a loaded machine
+    app = create_app(lambda: make_tiny_env(), max_sessions=2, idle_timeout_s=2.0)
     with BackgroundServer(app) as running:
         first, second = ForecastDojoClient(base_url=running.url), ForecastDojoClient(base_url=running.url)
         first.reset(event_id="harbor")
