@@ -40,7 +40,6 @@ from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.events.split import SPLITS
-from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
@@ -112,8 +111,6 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         unknown_tools = set(tools) - set(TOOL_NAMES)
         if unknown_tools or SUBMIT_FORECAST not in tools:
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.prompt = check_profile(prompt)
         if schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
@@ -135,14 +132,11 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
             raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
-        self.corpus = corpus
-        self.gateway = TemporalGateway(corpus, retriever)
-        self.memory = memory
+        self._set_up(corpus, retriever, memory, render_mode)
         self.reward_name = reward
         self.budgets = budgets or Budgets()
         self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
         self.python_runner = python_runner if "python" in self.enabled_tools else None
-        self.render_mode = render_mode
         self.show_episode_length = bool(show_episode_length)
         metadata = {
             "package_version": __version__,

@@ -19,6 +19,10 @@ from typing import Any
 from gymnasium import spaces
 
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.corpus.retrieval import Retriever
+from forecast_dojo.corpus.store import Corpus
+from forecast_dojo.errors import ConfigError
+from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments
 from forecast_dojo.records import StepRecord, ToolCallRecord
 from forecast_dojo.tools import ToolResult
@@ -85,6 +89,9 @@ class TurnEnv:
     """
 
     render_mode: str | None
+    corpus: Corpus
+    gateway: TemporalGateway
+    memory: str
     run_metadata: dict[str, Any]
     run_id: str
     agent_name: str | None
@@ -94,6 +101,19 @@ class TurnEnv:
     _messages: list[ChatMessage]
     _usage: dict[str, int | None]
     _tool_log: list[ToolCallRecord]
+
+    def _set_up(self, corpus: Corpus, retriever: Retriever, memory: str, render_mode: str | None) -> None:
+        """Set the corpus, the temporal gateway over it, the memory mode and the render mode.
+
+        Raises:
+            ConfigError: A render mode other than None or ``"ansi"``.
+        """
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
+        self.corpus = corpus
+        self.gateway = TemporalGateway(corpus, retriever)
+        self.memory = memory
+        self.render_mode = render_mode
 
     def _open_run(self, metadata: dict[str, Any], log_dir: str | Path | None) -> None:
         """Set the run's metadata, its id (a hash of it), the agent's name and where the log goes (opened later)."""

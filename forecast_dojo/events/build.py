@@ -130,8 +130,6 @@ def load_config_file(path: Path) -> dict[str, dict[str, Any]]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise BuildConfigError(f"{path}: not valid TOML ({err})") from err
-    if not isinstance(data, dict):
-        raise BuildConfigError(f"{path}: expected a mapping of sections")
     unknown = set(data) - {"selection", "schedule", "leakage"}
     if unknown:
         raise BuildConfigError(

@@ -46,7 +46,7 @@ from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError
 from forecast_dojo.events.sibling_leak import sibling_leak_audit
-from forecast_dojo.gateway import CutoffView, TemporalGateway
+from forecast_dojo.gateway import CutoffView
 from forecast_dojo.messages import ChatMessage, chat_message, normalize_message
 from forecast_dojo.records import StepRecord
 from forecast_dojo.sandbox import sandbox_python_runner
@@ -186,8 +186,6 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
         unknown = set(tools) - set(RESEARCH_TOOLS)
         if unknown:
             raise ConfigError(f"world tools must be a subset of {RESEARCH_TOOLS}, got {sorted(unknown)}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.calendar = Calendar.from_events(events, start, end, skip_empty_days=skip_empty_days)
         self.sibling_leaks = self._audit_siblings()
         if sibling_leaks == "exclude" and self.sibling_leaks["leaking_ids"]:
@@ -205,14 +203,11 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
         self.judge = (
             judge  # free-form paraphrases (e.g. forecast_dojo.world.judge.AnswerJudge); a grader only
         )
-        self.corpus = corpus
-        self.gateway = TemporalGateway(corpus, retriever)
-        self.memory = memory
+        self._set_up(corpus, retriever, memory, render_mode)
         self.reward_mode = reward
         self.budgets = budgets or WorldBudgets()
         self.research_tools = tuple(t for t in RESEARCH_TOOLS if t in tools)
         self.python_runner = python_runner if "python" in self.research_tools else None
-        self.render_mode = render_mode
         # Any question's screened documents stay hidden all episode: one view serves every open question.
         self._hidden = frozenset(doc for e in self.calendar.events for doc in e.excluded_doc_ids)
         self._by_id = {e.id: e for e in self.calendar.events}
