@@ -25,6 +25,7 @@ from forecast_dojo.errors import ConfigError
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments
 from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.spaces import BudgetLeft
 from forecast_dojo.tools import ToolResult
 from forecast_dojo.trajectory import LogOutcome, LogSink, LogWriteError, run_id_for
 
@@ -60,9 +61,7 @@ def budget_left_space(max_tool_calls: int, max_turns: int) -> spaces.Dict:
     )
 
 
-def budget_left(
-    max_tool_calls: int, max_turns: int, tool_calls: int, turns: int, forced: bool
-) -> dict[str, int]:
+def budget_left(max_tool_calls: int, max_turns: int, tool_calls: int, turns: int, forced: bool) -> BudgetLeft:
     """The observation's ``budget_left``: what is left of the step's (or day's) budgets.
 
     Args:
