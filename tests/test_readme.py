@@ -161,3 +161,32 @@ def _tracked() -> list[str]:
     except (OSError, subprocess.CalledProcessError):
         return [p.name for p in REPO.iterdir()]
     return out.splitlines()
+
+
+@pytest.mark.slow
+def test_the_serving_blocks_run_as_written(synthetic_cache, monkeypatch, capsys):
+    """The server + client block against a server of the shipped world, then the verifiers block."""
+    pytest.importorskip("openenv")
+    from forecast_dojo.integrations.openenv import BackgroundServer, create_app
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    make = registration.make
+
+    def instant(*args, **overrides):  # as written, on the instant embedder without the sandbox
+        overrides.setdefault("embedder", "hashing")
+        overrides.setdefault("python_runner", None)
+        return make(*args, **overrides)
+
+    monkeypatch.setattr(registration, "make", instant)
+    (client_block,) = [b for b in blocks("python") if "ForecastDojoClient(base_url=" in b]
+    with BackgroundServer(create_app(lambda: instant("Synthetic-v0", split="train"))) as server:
+        exec(compile(client_block.replace("http://127.0.0.1:8000", server.url), str(README), "exec"), {})
+    scores = capsys.readouterr().out.strip().splitlines()
+    assert scores and all(line.startswith("[") for line in scores)  # flags and the step's score, every step
+    pytest.importorskip("verifiers.v1")
+    (verifiers_block,) = [b for b in blocks("python") if "load_environment(" in b]
+    namespace: dict = {}
+    exec(compile(verifiers_block, str(README), "exec"), namespace)
+    train = instant("Synthetic-v0", split="train")
+    assert len(namespace["tasks"]) == sum(e.n_steps for e in train.events)
+    assert capsys.readouterr().out.split()[1] == f"{train.events[0].id}@0"
