@@ -9,11 +9,16 @@ import numpy as np
 from gymnasium.spaces import Space
 
 from forecast_dojo.messages import ChatMessage
-from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS
+from forecast_dojo.schema import (
+    MAX_EVENT_ID_CHARS,
+    MAX_FREE_FORM_OUTCOMES,
+    MAX_LABEL_CHARS,
+    MAX_OUTCOMES,
+    MAX_QUESTION_CHARS,
+)
 from forecast_dojo.spaces import BudgetLeft, UnicodeText
 
 MAX_OPEN_QUESTIONS = 4_096
-MAX_FREE_FORM_OUTCOMES = 20  # outcomes one free-form forecast may propose
 MAX_MEMORY_CHARS = 4_000  # one day's memory file
 MAX_MEMORY_FILES = 100_000
 
