@@ -177,11 +177,12 @@ def _cell(value: list[float] | None) -> str:
 
 def render_world_table(rows: Mapping[str, Mapping[str, Any]]) -> str:
     """A text table of :func:`summarize_world` results by forecaster name."""
-    header = f"{'forecaster':<16} {'questions':>9} {'q-days':>7}  {'skill (95% CI)':<24} {'accuracy':<24} {'coverage':<24} {'regret':<24}"
+    width = max([16, *(len(name) for name in rows)])
+    header = f"{'forecaster':<{width}} {'questions':>9} {'q-days':>7}  {'skill (95% CI)':<24} {'accuracy':<24} {'coverage':<24} {'regret':<24}"
     lines = [header, "-" * len(header)]
     for name, s in rows.items():
         lines.append(
-            f"{name:<16} {s['questions']:>9} {s['question_days']:>7}  {_cell(s['skill']):<24} "
+            f"{name:<{width}} {s['questions']:>9} {s['question_days']:>7}  {_cell(s['skill']):<24} "
             f"{_cell(s['accuracy']):<24} {_cell(s['coverage']):<24} {_cell(s['regret']):<24}"
         )
     return "\n".join(lines)
@@ -193,6 +194,8 @@ def plot_world_curves(rows: Mapping[str, Mapping[str, Any]], path: str | Path) -
     Panels: skill (the mean free-form score over the day's open questions, with its 95 % interval
     over those questions as a band), top-1 accuracy, coverage, forecasts updated per day and the
     day's cost (research tool calls; tokens in a last panel when any forecaster logged them).
+    Memory-files forecasters (``.../files``) are drawn dashed on top, so one that coincides with its
+    memory-free run stays visible.
 
     Args:
         rows: Forecaster name -> summary.
@@ -222,11 +225,14 @@ def plot_world_curves(rows: Mapping[str, Mapping[str, Any]], path: str | Path) -
             values = [r.get(key) for r in per_day]
             if not any(v is not None for v in values):
                 continue
+            files = name.endswith("/files")  # memory on: dashed, on top (it often coincides with memory off)
             ax.plot(
                 days,
                 [float("nan") if v is None else v for v in values],
                 label=name,
-                linewidth=1,
+                linewidth=1.6 if files else 1,
+                linestyle=(0, (4, 3)) if files else "-",
+                zorder=3 if files else 2,
                 color=colours.get(name),
             )
             if key == "skill":
