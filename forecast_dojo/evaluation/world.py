@@ -10,6 +10,7 @@ questions (:func:`forecast_dojo.evaluation.metrics.event_bootstrap`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -349,6 +350,10 @@ def _pair_rows(records: Sequence[StepRecord], agent: str, memory: str) -> list[d
 WORLD_PAIR_METRICS = ("skill", "accuracy", "tool_calls", "tokens")
 
 
+def _row_value(metric: str, row: Mapping[str, Any]) -> float:
+    return float(row[metric])
+
+
 def world_report(log_dirs: Sequence[str | Path], *, n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
     """The world-mode section of a report: each forecaster's totals and per-day curves, and memory pairing.
 
@@ -383,7 +388,7 @@ def world_report(log_dirs: Sequence[str | Path], *, n_boot: int = 1000, seed: in
                     rows,
                     (agent, "files"),
                     (agent, "none"),
-                    lambda r, m=metric: r[m],
+                    functools.partial(_row_value, metric),
                     n_boot=n_boot,
                     seed=seed,
                 )
