@@ -191,13 +191,19 @@ def build_report(
     Returns:
         ``table`` (on :func:`matched_steps`), ``matched_steps``, ``table_all_steps`` (each forecaster on
         all its steps, when the matched table dropped some), ``market_coverage``, ``comparisons``,
-        ``life_thirds``, ``horizon``, ``source``, ``step_position`` (mean Brier per step index),
+        ``life_thirds``, ``horizon``, ``source``, ``step_position`` (mean Brier per step index; life
+        thirds and step positions leave toplines out: their one step is not a scheduled one),
         ``reliability`` (per forecaster), ``notebook_controls`` when given, and ``contamination``
         (tables on events opened after the cutoff) when asked.
     """
-    coverage = metrics.market_coverage(rows)
+    # a topline's one step is (event, 0) at its own cutoff: not one of the scheduled forecast steps, so it
+    # counts neither in the market's coverage nor in the life-of-event thirds and step positions
+    schedule_rows = [r for r in rows if r["memory"] not in TOPLINE_MODES]
+    coverage = metrics.market_coverage(schedule_rows)
     matched, matching = matched_steps(rows)
-    matching["market_coverage"] = metrics.market_coverage(matched)
+    matching["market_coverage"] = metrics.market_coverage(
+        [r for r in matched if r["memory"] not in TOPLINE_MODES]
+    )
     report: dict[str, Any] = {
         "conventions": "Brier = multiclass Brier loss in [0, 2], lower is better (the RL reward is its negative); "
         "BI = Brier Index 100 (1 - sqrt(Brier / 2)); log loss floored at 1e-3; accuracy with fractional ties; "
@@ -206,10 +212,10 @@ def build_report(
         "matched_steps": matching,
         "market_coverage": coverage,
         "comparisons": comparisons(rows),
-        "life_thirds": metrics.by_life_third(rows),
+        "life_thirds": metrics.by_life_third(schedule_rows),
         "horizon": metrics.by_horizon(rows),
         "source": metrics.by_source(rows),
-        "step_position": metrics.breakdown(rows, lambda r: int(r["step"])),
+        "step_position": metrics.breakdown(schedule_rows, lambda r: int(r["step"])),
         "reliability": {
             f"{a}/{m}": metrics.reliability_bins(
                 [r["forecast"] for r in group], [r["outcome_index"] for r in group]
