@@ -18,6 +18,11 @@ Contract (see README for the full version):
 * Reward is 0 on research turns and a proper score of the forecast when a step ends;
   ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
   must never be fed back to the agent.
+* A free-form question (no fixed outcomes, :attr:`forecast_dojo.schema.Event.free_form`) lists no
+  outcomes: the agent proposes ``{outcome: p}`` (summing to at most 1) and the step's score and
+  reward is :func:`forecast_dojo.scoring.free_form_score` whatever the ``reward`` rule (an invalid or
+  missing forecast is no forecast, 0); ``info["proposed"]`` holds the proposal, and the record the
+  answer first and the other proposals after it (:func:`forecast_dojo.scoring.free_form_distribution`).
 """
 
 from __future__ import annotations
@@ -46,7 +51,14 @@ from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
 from forecast_dojo.records import StepRecord
 from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
-from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
+from forecast_dojo.scoring import (
+    SCORING_RULES,
+    all_scores,
+    free_form_distribution,
+    free_form_score,
+    top1_accuracy,
+    uniform,
+)
 from forecast_dojo.spaces import (
     Action,
     AssistantTurn,
@@ -101,6 +113,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         split: str = "all",
         prompt: str = "default",
         schedule: str = "cutoffs",
+        judge: Callable[[str, str], bool] | None = None,
     ) -> None:
         if not events:
             raise ConfigError("an environment needs at least one event")
@@ -116,6 +129,8 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             raise ConfigError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
         # "near-resolution" (a topline, never the default): each event is one step a day before it resolved
         self.schedule = schedule
+        # free-form questions: judge(outcome, answer) for paraphrases the normal form misses (a grader only)
+        self.judge = judge
         self.events = list(events) if schedule == "cutoffs" else [near_resolution_event(e) for e in events]
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
@@ -123,12 +138,6 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
             raise ConfigError("duplicate event ids")
-        free_form = [e.id for e in self.events if e.free_form]
-        if free_form:
-            raise ConfigError(
-                f"free-form questions (no fixed outcomes) are played in world mode (forecast_dojo.world), "
-                f"not in fixed-date episodes: {free_form[:5]}"
-            )
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
             raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
@@ -382,16 +391,31 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         if submission.forecast is None:
             if submission.forecast_error is not None:
                 flags.append("invalid_forecast")
-            forecast = uniform(len(event.outcomes))
+            # no valid forecast: the uniform one (a free-form question: none, which scores 0)
+            forecast = uniform(len(event.outcomes)) if not event.free_form else ()
         else:
             forecast = submission.forecast
         notebook_out = submission.notebook if self.memory == "notebook" else None
         if self.memory == "notebook" and notebook_out is None:
             flags.append("no_notebook")
-        scores = all_scores(forecast, event.outcome_index)
-        reward = scores[self.reward_name]
-        record = self._step_record(forecast, flags, scores, reward, submission)
+        proposed: dict[str, float] = {}
+        if event.free_form:
+            proposed = dict(zip(submission.labels or (), forecast, strict=True))
+            labels, pooled = free_form_distribution(proposed, event.answer, event.aliases, judge=self.judge)
+            scores = {
+                "free_form": free_form_score(proposed, event.answer, event.aliases, judge=self.judge),
+                "top1_accuracy": top1_accuracy(proposed, event.answer, event.aliases, judge=self.judge),
+                **all_scores(pooled, 0),
+            }
+            # a free-form step's reward is its free-form score, whatever the rule
+            reward = scores["free_form"]
+        else:
+            labels, pooled = list(event.outcomes), list(forecast)
+            scores = all_scores(forecast, event.outcome_index)
+            reward = scores[self.reward_name]
+        record = self._step_record(labels, pooled, flags, scores, reward, submission)
         step_info = {
+            **({"proposed": proposed} if event.free_form else {}),
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
@@ -415,13 +439,19 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
 
     def _step_record(
         self,
-        forecast: tuple[float, ...],
+        outcomes: list[str],
+        forecast: list[float],
         flags: list[str],
         scores: dict[str, float],
         reward: float,
         submission: ToolResult,
     ) -> StepRecord:
-        """The step's one record: what the log writes and ``info["record"]`` returns."""
+        """The step's one record: what the log writes and ``info["record"]`` returns.
+
+        ``outcomes`` and ``forecast`` are the event's labels and the scored distribution; of a
+        free-form question, :func:`~forecast_dojo.scoring.free_form_distribution` (the answer first,
+        the other proposals after it), so the K-outcome metrics read it like any record.
+        """
         event = self._event
         assert event is not None
         cutoff = event.cutoffs[self._step]
@@ -443,7 +473,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             tool_calls=list(self._tool_log),
             notebook_in=self._notebook_in.to_json() if self._notebook_in else None,
             notebook_out=submission.notebook.to_json() if submission.notebook else None,
-            outcomes=list(event.outcomes),
+            outcomes=list(outcomes),
             forecast=list(forecast),
             valid=submission.forecast is not None,
             flags=list(flags),
@@ -451,8 +481,8 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             rationale=submission.rationale,
             scores=dict(scores),
             reward=reward,
-            outcome=event.outcome,
-            outcome_index=event.outcome_index,
+            outcome=event.answer,
+            outcome_index=0 if event.free_form else event.outcome_index,
             market=list(market) if market is not None else None,
             budgets={
                 "max_tool_calls": self.budgets.max_tool_calls,

@@ -119,6 +119,35 @@ def test_the_rl_loop_block_runs_as_written(synthetic_cache, monkeypatch):
     assert {e.id for e in namespace["held_out"].events} == {f"syn-{i:04d}" for i in range(1, 40, 2)}
 
 
+@pytest.mark.slow
+def test_the_world_mode_block_runs_as_written(synthetic_cache, monkeypatch, capsys):
+    from forecast_dojo.world import registration as world_registration
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    make_world = world_registration.make_world
+
+    def instant(*args, **overrides):  # the block as written, on the instant embedder without the sandbox
+        overrides.setdefault("embedder", "hashing")
+        overrides.setdefault("python_runner", None)
+        return make_world(*args, **overrides)
+
+    monkeypatch.setattr(world_registration, "make_world", instant)  # gym.make's entry point
+    (block,) = [b for b in blocks("python") if 'gym.make("forecast_dojo/SyntheticSim-v0"' in b]
+    namespace: dict = {}
+    exec(compile(block, str(README), "exec"), namespace)
+    env, info = namespace["env"], namespace["info"]
+    assert namespace["done"] and env.unwrapped.memory == "files"
+    calendar = env.unwrapped.calendar
+    assert {e.id for e in calendar.events} == {f"syn-{i:04d}" for i in range(0, 40, 2)}  # the train split
+    assert set(info["scores"]) == {e.id for e in calendar.events}
+    assert all(
+        list(info["scores"][e.id]) == [d.isoformat() for d in calendar.open_days(e.id)]
+        for e in calendar.events
+    )
+    assert sum(v for days in info["scores"].values() for v in days.values()) > 0  # it forecast, and scored
+    assert str(info["scores"])[:40] in capsys.readouterr().out
+
+
 def layout_rows() -> dict[str, str]:
     """The README's layout table: each folder cell (a cell may name several, ``a/``, ``b/``) -> its description."""
     section = README.read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]

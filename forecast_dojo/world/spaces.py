@@ -6,11 +6,16 @@ import math
 from typing import Any, TypedDict
 
 from forecast_dojo.messages import ChatMessage
-from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS
+from forecast_dojo.schema import (
+    MAX_EVENT_ID_CHARS,
+    MAX_FREE_FORM_OUTCOMES,
+    MAX_LABEL_CHARS,
+    MAX_OUTCOMES,
+    MAX_QUESTION_CHARS,
+)
 from forecast_dojo.spaces import BudgetLeft, TextSpace, UnicodeText
 
 MAX_OPEN_QUESTIONS = 4_096
-MAX_FREE_FORM_OUTCOMES = 20  # outcomes one free-form forecast may propose
 MAX_MEMORY_CHARS = 4_000  # one day's memory file
 MAX_MEMORY_FILES = 100_000
 

@@ -170,15 +170,29 @@ def test_world_loop(synthetic_cache, tmp_path):
         str(out),
         "--figure",
         str(tmp_path / "world.png"),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--memory",
+        "none",
+        "files",
         cache=synthetic_cache,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0].startswith("forecaster")
     rows = json.loads(out.read_text())
-    assert set(rows) == {"world-scripted", "world-uniform", "world-idle", "oracle"}
-    assert rows["world-idle"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
-    assert rows["world-scripted"]["skill"][0] > rows["world-uniform"]["skill"][0]
+    agents = ("world-scripted", "world-uniform", "world-idle")
+    assert set(rows) == {f"{a}/{m}" for a in agents for m in ("none", "files")} | {"oracle"}
+    assert rows["world-idle/none"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
+    assert rows["world-scripted/none"]["skill"][0] > rows["world-uniform/none"]["skill"][0]
     assert (tmp_path / "world.png").read_bytes().startswith(b"\x89PNG")
+    # the logs make a report: the same numbers, and memory files vs memory-free paired
+    from forecast_dojo.evaluation.report import write_report
+
+    world = write_report([tmp_path / "logs"], tmp_path / "report", plots=False)["world"]
+    assert set(world["forecasters"]) == set(rows) - {"oracle"}
+    for name, summary in world["forecasters"].items():
+        assert summary["skill"] == pytest.approx(rows[name]["skill"])
+    assert {tuple(c["a"]) for c in world["comparisons"]} == {(a, "files") for a in agents}
 
 
 @pytest.mark.slow
