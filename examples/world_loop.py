@@ -3,6 +3,8 @@
     python examples/world_loop.py --embedder hashing              # the 20 held-out questions' calendar
     python examples/world_loop.py --embedder hashing --free-form  # multi-outcome questions become free-form
     python examples/world_loop.py --end 2031-04-01 --out world.json --figure world.png
+    python examples/world_loop.py --end 2031-04-01 --log-dir runs/world --memory none files  # then:
+    forecast-dojo report runs/world --out runs/world-report   # per-day curves, memory files vs memory-free
 
 Plays the scripted world agent (researches each new question, revises weekly), the uniform and the
 idle (no forecast) floors, and scores the Bayes-optimal oracle on the same question-days; prints the
@@ -40,18 +42,40 @@ def main() -> None:
         "--out", default=None, help="write the summaries (with the per-day curves) as JSON here"
     )
     parser.add_argument("--figure", default=None, help="write the per-day curves as a PNG here")
+    parser.add_argument(
+        "--log-dir",
+        default=None,
+        help="log each forecaster's episode to LOG_DIR/<agent>-<memory>/ (for a report)",
+    )
+    parser.add_argument(
+        "--memory",
+        nargs="+",
+        default=["none"],
+        choices=["none", "files"],
+        help="memory modes to play (default none)",
+    )
     args = parser.parse_args()
 
     options = {"embedder": args.embedder, "split": args.split, "end": args.end, "free_form": args.free_form}
     rows = {}
     oracle = None
-    for agent in (WorldScriptedAgent(), WorldUniformAgent(), WorldIdleAgent()):
-        env = gym.make("forecast_dojo/SyntheticSim-v0", python_runner=None, **options)
-        records, _ = play_world(env, agent)
-        if oracle is None:
-            oracle = oracle_scores(generate_world(0), env.unwrapped.calendar)
-        env.close()
-        rows[agent.name] = summarize_world(**tables_from_records(records), oracle=oracle)
+    for memory in args.memory:
+        for agent in (WorldScriptedAgent(), WorldUniformAgent(), WorldIdleAgent()):
+            logging = {}
+            if args.log_dir:
+                logging = {
+                    "log_dir": f"{args.log_dir}/{agent.name}-{memory}",
+                    "run_metadata": {"agent": agent.name},
+                }
+            env = gym.make(
+                "forecast_dojo/SyntheticSim-v0", python_runner=None, memory=memory, **options, **logging
+            )
+            records, _ = play_world(env, agent)
+            if oracle is None:
+                oracle = oracle_scores(generate_world(0), env.unwrapped.calendar)
+            env.close()
+            name = agent.name if args.memory == ["none"] else f"{agent.name}/{memory}"
+            rows[name] = summarize_world(**tables_from_records(records), oracle=oracle)
     assert oracle is not None
     rows["oracle"] = summarize_world(oracle, oracle=oracle)
     print(render_world_table(rows))

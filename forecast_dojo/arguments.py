@@ -9,7 +9,7 @@ the call site, so the flag names and defaults in the README stay as they are.
 
 A field declared with :func:`option` carries the rest of what a hand-written ``add_argument`` would
 say, as TRL's ``metadata`` does: its help, choices, further option strings (``--memory`` beside
-``--modes``), a parser for its text (:func:`at_least`, :func:`iso_day`), ``nargs="+"``, a positional
+``--modes``), a parser for its text (:func:`at_least`, :func:`iso_day`, :func:`calendar_day`), ``nargs="+"``, a positional
 argument or a repeatable flag. A field without a default is a required flag. Every subcommand's
 flags are such dataclasses (``tests/test_cli_flags.py`` lists them all, so none disappears unnoticed).
 """
@@ -45,6 +45,8 @@ class Flag:
         choices: The allowed values.
         type: What parses the flag's text into the field's value, for a field type the generator
             does not know (``JsonObject`` for a ``--extra '{...}'`` field).
+        required: A field without a default that the command needs: its flag must be given (an
+            :func:`option` without a default is required anyway; a plain field without one is not).
     """
 
     name: str | None = None
@@ -53,6 +55,7 @@ class Flag:
     zero_is_none: bool = False
     choices: Sequence[str] | None = None
     type: Callable[[str], Any] | None = None
+    required: bool = False
 
 
 def option(
@@ -115,6 +118,14 @@ def iso_day(value: str) -> str:
     if parsed.isoformat() != value:  # 3.11 also reads 20240501 and 2024-W18
         raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}")
     return value
+
+
+def calendar_day(value: str) -> date:
+    """An argparse type: a date (``YYYY-MM-DD``), as a :class:`~datetime.date`."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -240,7 +251,7 @@ def _add_field(
         help_text = re.sub(r"``([^`]*)``", r"\1", help_text).rstrip(".").replace("%", "%%")
     # an option() without a default is required; a plain field without one is left out as None
     missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    required = missing and "option" in meta
+    required = missing and ("option" in meta or spec.required)
     default = _field_default(f)
     hint, optional = _unwrap_optional(annotation)
     kwargs: dict[str, Any] = {"help": help_text}

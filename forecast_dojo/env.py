@@ -18,13 +18,17 @@ Contract (see README for the full version):
 * Reward is 0 on research turns and a proper score of the forecast when a step ends;
   ``terminated`` is True after the last step. ``info`` holds scores and flags for the researcher and
   must never be fed back to the agent.
+* A free-form question (no fixed outcomes, :attr:`forecast_dojo.schema.Event.free_form`) lists no
+  outcomes: the agent proposes ``{outcome: p}`` (summing to at most 1) and the step's score and
+  reward is :func:`forecast_dojo.scoring.free_form_score` whatever the ``reward`` rule (an invalid or
+  missing forecast is no forecast, 0); ``info["proposed"]`` holds the proposal, and the record the
+  answer first and the other proposals after it (:func:`forecast_dojo.scoring.free_form_distribution`).
 """
 
 from __future__ import annotations
 
 import copy
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -34,21 +38,27 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from forecast_dojo._version import __version__
-from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.actions import ToolCall
 from forecast_dojo.budgets import Budgets
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError, UnknownEventError
 from forecast_dojo.events.schedule import near_resolution_event
 from forecast_dojo.events.split import SPLITS
-from forecast_dojo.gateway import TemporalGateway
-from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
+from forecast_dojo.messages import ChatMessage, chat_message, normalize_message
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook
 from forecast_dojo.prompts import check_profile, step_prompt, system_prompt
-from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.records import StepRecord
 from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS, Event
-from forecast_dojo.scoring import SCORING_RULES, all_scores, uniform
+from forecast_dojo.scoring import (
+    SCORING_RULES,
+    all_scores,
+    free_form_distribution,
+    free_form_score,
+    top1_accuracy,
+    uniform,
+)
 from forecast_dojo.spaces import (
     Action,
     AssistantTurn,
@@ -59,12 +69,11 @@ from forecast_dojo.spaces import (
 )
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
+from forecast_dojo.turns import TurnEnv, budget_left, budget_left_space
 
 MEMORY_MODES = ("none", "notebook")
 SCHEDULES = ("cutoffs", "near-resolution")  # the events' own cutoffs, or the near-resolution topline
 MAX_STEPS_PER_EVENT = 64
-RESULT_SUMMARY_CHARS = 300
 NO_NOTEBOOK_NOTE = (
     "(You did not submit a valid notebook at the previous forecast date, so none was carried over.)"
 )
@@ -72,7 +81,7 @@ NO_NOTEBOOK_NOTE = (
 PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]  # (code, step cutoff) -> (output, error)
 
 
-class ForecastDojoEnv(gym.Env[Observation, Action]):
+class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
     """A gymnasium environment over resolved events and a dated corpus (see module docstring).
 
     Episode statistics are left to ``gymnasium.wrappers.RecordEpisodeStatistics`` (the env never
@@ -104,6 +113,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         split: str = "all",
         prompt: str = "default",
         schedule: str = "cutoffs",
+        judge: Callable[[str, str], bool] | None = None,
     ) -> None:
         if not events:
             raise ConfigError("an environment needs at least one event")
@@ -114,13 +124,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         unknown_tools = set(tools) - set(TOOL_NAMES)
         if unknown_tools or SUBMIT_FORECAST not in tools:
             raise ConfigError(f"tools must be a subset of {TOOL_NAMES} that includes submit_forecast")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.prompt = check_profile(prompt)
         if schedule not in SCHEDULES:
             raise ConfigError(f"schedule must be one of {SCHEDULES}, not {schedule!r}")
         # "near-resolution" (a topline, never the default): each event is one step a day before it resolved
         self.schedule = schedule
+        # free-form questions: judge(outcome, answer) for paraphrases the normal form misses (a grader only)
+        self.judge = judge
         self.events = list(events) if schedule == "cutoffs" else [near_resolution_event(e) for e in events]
         if split not in SPLITS:
             raise ConfigError(f"split must be one of {SPLITS}, not {split!r}")
@@ -128,25 +138,16 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._by_id = {e.id: e for e in self.events}
         if len(self._by_id) != len(self.events):
             raise ConfigError("duplicate event ids")
-        free_form = [e.id for e in self.events if e.free_form]
-        if free_form:
-            raise ConfigError(
-                f"free-form questions (no fixed outcomes) are played in world mode (forecast_dojo.world), "
-                f"not in fixed-date episodes: {free_form[:5]}"
-            )
         too_long = [e.id for e in self.events if e.n_steps > MAX_STEPS_PER_EVENT]
         if too_long:
             raise ConfigError(f"events with more than {MAX_STEPS_PER_EVENT} steps: {too_long[:5]}")
-        self.corpus = corpus
-        self.gateway = TemporalGateway(corpus, retriever)
-        self.memory = memory
+        self._set_up(corpus, retriever, memory, render_mode)
         self.reward_name = reward
         self.budgets = budgets or Budgets()
         self.enabled_tools = tuple(t for t in TOOL_NAMES if t in tools)
         self.python_runner = python_runner if "python" in self.enabled_tools else None
-        self.render_mode = render_mode
         self.show_episode_length = bool(show_episode_length)
-        self.run_metadata = {
+        metadata = {
             "package_version": __version__,
             "corpus_content_hash": corpus.content_hash,
             "corpus_embedder": corpus.embedder_name,
@@ -161,10 +162,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             **({"schedule": schedule} if schedule != "cutoffs" else {}),
             **(run_metadata or {}),
         }
-        self.run_id = run_id_for(self.run_metadata)
-        self.agent_name: str | None = self.run_metadata.get("agent")
-        self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._log: LogSink | None = None
+        self._open_run(metadata, log_dir)
         self._schemas = tool_schemas(memory, self.enabled_tools)
         self._system_prompt = system_prompt(memory, self._schemas, self.prompt)
 
@@ -179,12 +177,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "question": UnicodeText(max_length=MAX_QUESTION_CHARS),
             "outcomes": TextList(max_items=MAX_OUTCOMES, max_length=MAX_LABEL_CHARS),
             "memory": UnicodeText(max_length=16),
-            "budget_left": spaces.Dict(
-                {
-                    "tool_calls": spaces.Discrete(self.budgets.max_tool_calls + 1),
-                    "turns": spaces.Discrete(self.budgets.max_turns + 1),
-                }
-            ),
+            "budget_left": budget_left_space(self.budgets.max_tool_calls, self.budgets.max_turns),
             "notebook": UnicodeText(nullable=True),
         }
         if self.show_episode_length:
@@ -196,23 +189,10 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
 
     # ------------------------------------------------------------------ public API
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI-style schemas of the enabled tools (for OpenAI-compatible servers and TRL)."""
-        return copy.deepcopy(self._schemas)
-
-    def conversation(self) -> list[ChatMessage]:
-        """The current step's whole transcript so far (system, prompt, turns, tool results)."""
-        return copy.deepcopy(self._messages)
-
     @property
     def event(self) -> Event | None:
         """The current episode's event (None before the first reset)."""
         return self._event
-
-    @property
-    def log_dir(self) -> Path | None:
-        """The trajectory log directory, or None when the env does not log."""
-        return self._log_dir
 
     def reset(
         self, event_id: str | None = None, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -301,26 +281,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         if self._done or self._event is None:
             raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
-        parsed = parse_action(action, id_prefix=f"call_{self._step}_{self._turns}_")
-        self._messages.append(parsed.message())
-        self._add_usage(parsed)
-        new: list[ChatMessage] = []
-        submission: ToolResult | None = None
-        if parsed.error:
-            new.append(self._notice(f"Error: {parsed.error}"))
-        for call in parsed.tool_calls:
-            if submission is not None:
-                new.append(self._tool_message(call, "not run: the step already ended with your forecast"))
-                continue
-            result = self._run_tool(call)
-            if result.submitted:
-                submission = result
-            text = (
-                result.content
-                if result.error is None
-                else f"Error: {result.error}\n{result.content}".rstrip("\n")
-            )
-            new.append(self._tool_message(call, text))
+        parsed = self._parse_turn(action, f"call_{self._step}_{self._turns}_")
+        new, submission = self._run_calls(
+            parsed,
+            self._run_tool,
+            lambda result: result.submitted,
+            "the step already ended with your forecast",
+        )
         if not parsed.tool_calls and not parsed.error:
             new.append(
                 self._notice(
@@ -347,21 +314,6 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             return self._observation(new), 0.0, False, False, self._info(step_ended=False)
         return self._end_step(submission, new)
 
-    def render(self) -> str | None:
-        """The current step's transcript as text (``render_mode="ansi"``), else None."""
-        if self.render_mode != "ansi":
-            return None
-        return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
-
-    def close(self) -> None:
-        """Close the trajectory log, if any (records a full disk held back are written now, or a warning says they are lost)."""
-        if self._log is not None:
-            log, self._log = self._log, None
-            try:
-                log.close()
-            except LogWriteError as err:
-                warnings.warn(str(err), RuntimeWarning, stacklevel=2)
-
     # ------------------------------------------------------------------ step mechanics
 
     def _begin_step(self, step: int, notebook: Notebook | None, note: str | None) -> None:
@@ -371,9 +323,9 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         self._turns = 0
         self._tool_calls = 0
         self._forced = False
-        self._usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": None}
+        self._usage = {"prompt_tokens": None, "completion_tokens": None}
         self._notebook_in = notebook
-        self._tool_log: list[ToolCallRecord] = []
+        self._tool_log = []
         self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
         hidden = frozenset(event.excluded_doc_ids)
@@ -425,16 +377,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             result = self._tools.call(call.name, call.arguments)
             if result.max_available_us is not None:
                 self._view.assert_before_cutoff(result.max_available_us)
-        self._tool_log.append(
-            ToolCallRecord(
-                id=call.id,
-                name=call.name,
-                arguments=decoded_arguments(call.raw_arguments),
-                result=(result.content or "")[:RESULT_SUMMARY_CHARS],
-                doc_ids=list(result.doc_ids),
-                error=result.error,
-            )
-        )
+        self._log_call(call, result)
         return result
 
     def _end_step(
@@ -448,16 +391,31 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         if submission.forecast is None:
             if submission.forecast_error is not None:
                 flags.append("invalid_forecast")
-            forecast = uniform(len(event.outcomes))
+            # no valid forecast: the uniform one (a free-form question: none, which scores 0)
+            forecast = uniform(len(event.outcomes)) if not event.free_form else ()
         else:
             forecast = submission.forecast
         notebook_out = submission.notebook if self.memory == "notebook" else None
         if self.memory == "notebook" and notebook_out is None:
             flags.append("no_notebook")
-        scores = all_scores(forecast, event.outcome_index)
-        reward = scores[self.reward_name]
-        record = self._step_record(forecast, flags, scores, reward, submission)
+        proposed: dict[str, float] = {}
+        if event.free_form:
+            proposed = dict(zip(submission.labels or (), forecast, strict=True))
+            labels, pooled = free_form_distribution(proposed, event.answer, event.aliases, judge=self.judge)
+            scores = {
+                "free_form": free_form_score(proposed, event.answer, event.aliases, judge=self.judge),
+                "top1_accuracy": top1_accuracy(proposed, event.answer, event.aliases, judge=self.judge),
+                **all_scores(pooled, 0),
+            }
+            # a free-form step's reward is its free-form score, whatever the rule
+            reward = scores["free_form"]
+        else:
+            labels, pooled = list(event.outcomes), list(forecast)
+            scores = all_scores(forecast, event.outcome_index)
+            reward = scores[self.reward_name]
+        record = self._step_record(labels, pooled, flags, scores, reward, submission)
         step_info = {
+            **({"proposed": proposed} if event.free_form else {}),
             "forecast": list(forecast),
             "valid": submission.forecast is not None,
             "flags": flags,
@@ -481,13 +439,19 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
 
     def _step_record(
         self,
-        forecast: tuple[float, ...],
+        outcomes: list[str],
+        forecast: list[float],
         flags: list[str],
         scores: dict[str, float],
         reward: float,
         submission: ToolResult,
     ) -> StepRecord:
-        """The step's one record: what the log writes and ``info["record"]`` returns."""
+        """The step's one record: what the log writes and ``info["record"]`` returns.
+
+        ``outcomes`` and ``forecast`` are the event's labels and the scored distribution; of a
+        free-form question, :func:`~forecast_dojo.scoring.free_form_distribution` (the answer first,
+        the other proposals after it), so the K-outcome metrics read it like any record.
+        """
         event = self._event
         assert event is not None
         cutoff = event.cutoffs[self._step]
@@ -509,7 +473,7 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             tool_calls=list(self._tool_log),
             notebook_in=self._notebook_in.to_json() if self._notebook_in else None,
             notebook_out=submission.notebook.to_json() if submission.notebook else None,
-            outcomes=list(event.outcomes),
+            outcomes=list(outcomes),
             forecast=list(forecast),
             valid=submission.forecast is not None,
             flags=list(flags),
@@ -517,8 +481,8 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             rationale=submission.rationale,
             scores=dict(scores),
             reward=reward,
-            outcome=event.outcome,
-            outcome_index=event.outcome_index,
+            outcome=event.answer,
+            outcome_index=0 if event.free_form else event.outcome_index,
             market=list(market) if market is not None else None,
             budgets={
                 "max_tool_calls": self.budgets.max_tool_calls,
@@ -535,24 +499,14 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
         """Log the record; the step's info fields: ``logged``, and ``log_error`` when it is not in the log."""
         if self._log_dir is None:
             return {}
-        if self._log is None:
-            self._log = LogSink(self._log_dir, self.run_metadata, run_id=self.run_id)
-        outcome = self._log.write(record)  # an I/O failure is reported, never raised: the step still ends
+        outcome = self._log_record(record)  # an I/O failure is reported, never raised: the step still ends
         return {"logged": outcome.written} | ({"log_error": outcome.message()} if not outcome.written else {})
-
-    def _add_usage(self, parsed: ParsedAction) -> None:
-        for key, value in parsed.usage.items():
-            self._usage[key] = (self._usage[key] or 0) + value
 
     # ------------------------------------------------------------------ observation helpers
 
     @staticmethod
     def _notice(text: str) -> ChatMessage:
         return chat_message("user", text)
-
-    @staticmethod
-    def _tool_message(call: ToolCall, content: str) -> ChatMessage:
-        return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
     def _observation(self, messages: list[ChatMessage]) -> Observation:
         event = self._event
@@ -566,10 +520,13 @@ class ForecastDojoEnv(gym.Env[Observation, Action]):
             "question": event.text_at(self._step)[0],  # as it stood at this cutoff, like the prompt
             "outcomes": list(event.outcomes),
             "memory": self.memory,
-            "budget_left": {
-                "tool_calls": 0 if self._forced else max(0, self.budgets.max_tool_calls - self._tool_calls),
-                "turns": max(0, self.budgets.max_turns - self._turns),
-            },
+            "budget_left": budget_left(
+                self.budgets.max_tool_calls,
+                self.budgets.max_turns,
+                self._tool_calls,
+                self._turns,
+                self._forced,
+            ),
             "notebook": notebook.to_json() if notebook is not None else None,
         }
         if self.show_episode_length:

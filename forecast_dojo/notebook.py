@@ -16,6 +16,7 @@ from typing import Any
 
 from forecast_dojo.errors import NotebookError as NotebookError
 from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.scoring import read_free_form
 from forecast_dojo.untrusted import UntrustedInputError, preview, read_json
 
 MAX_NOTEBOOK_CHARS = 8000
@@ -115,6 +116,8 @@ class Notebook:
 def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date | None = None) -> Notebook:
     """Validate a notebook (dict or JSON string) against the event's outcome labels.
 
+    A free-form question (``outcomes`` empty) has a free-form assessment: the outcomes the agent
+    proposes with their probabilities, read as its forecast is (:func:`forecast_dojo.scoring.read_free_form`).
     Evidence may not be dated after ``forecast_date``: a notebook only records what was knowable.
     Any input is read as untrusted (``forecast_dojo.untrusted``): sizes and nesting are capped and
     strings cleaned before the schema is checked.
@@ -136,16 +139,23 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
             f"notebook has unknown keys {preview(sorted(unknown))}; allowed: {', '.join(NOTEBOOK_KEYS)}"
         )
     assessment = value.get("assessment")
-    if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
-        raise NotebookError(
-            f"notebook.assessment must map every outcome label {list(outcomes)} to a probability"
-        )
-    try:
-        probabilities = check_distribution(
-            [assessment[label] for label in outcomes], len(outcomes), where="notebook.assessment"
-        )
-    except SchemaError as err:
-        raise NotebookError(str(err)) from err
+    if not outcomes:  # a free-form question: the assessment proposes outcomes, as its forecast does
+        free_form, error = read_free_form(assessment)
+        if free_form is None:
+            raise NotebookError(f"notebook.assessment (a free-form question's): {error}")
+        labels, probabilities = tuple(free_form), tuple(free_form.values())
+    else:
+        if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
+            raise NotebookError(
+                f"notebook.assessment must map every outcome label {list(outcomes)} to a probability"
+            )
+        try:
+            probabilities = check_distribution(
+                [assessment[label] for label in outcomes], len(outcomes), where="notebook.assessment"
+            )
+        except SchemaError as err:
+            raise NotebookError(str(err)) from err
+        labels = tuple(outcomes)
 
     evidence_raw = value.get("evidence", [])
     if not isinstance(evidence_raw, list):
@@ -191,7 +201,7 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
             f"notebook.open_questions has {len(questions)} entries; keep at most {MAX_OPEN_QUESTIONS}"
         )
     notebook = Notebook(
-        assessment=tuple(zip(outcomes, probabilities, strict=True)),
+        assessment=tuple(zip(labels, probabilities, strict=True)),
         evidence=tuple(evidence),
         open_questions=tuple(q.strip() for q in questions),
     )

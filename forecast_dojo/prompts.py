@@ -14,7 +14,7 @@ from typing import Any
 from forecast_dojo.budgets import Budgets
 from forecast_dojo.errors import ConfigError
 from forecast_dojo.notebook import Notebook, schema_shape
-from forecast_dojo.schema import Event
+from forecast_dojo.schema import MAX_FREE_FORM_OUTCOMES, Event
 from forecast_dojo.timeutil import iso
 
 __all__ = [
@@ -30,6 +30,19 @@ __all__ = [
 # "compact": for small models (<= 400 SmolLM2 tokens before any tool result): one line per tool, the
 # schemas reach the model only through ``tools=`` / the chat template, compact search results.
 PROMPT_PROFILES = ("default", "compact")
+
+
+# A free-form question (no listed outcomes): what the step prompt says instead of the outcome list.
+FREE_FORM_OUTCOMES = (
+    "Free-form question: no outcomes are listed. Propose the answers you consider possible "
+    f"(at most {MAX_FREE_FORM_OUTCOMES}), each with its probability; they may sum to less than 1 "
+    "(the rest is 'something else'), never more."
+)
+FREE_FORM_ANSWER = (
+    'Answer by calling submit_forecast with probabilities as an object {"your proposed answer": p, ...}. '
+    "Score: 1 - (1 - p(the answer))^2 - the sum of p^2 over your other proposals."
+)
+FREE_FORM_COMPACT = f"Outcomes: free-form; propose up to {MAX_FREE_FORM_OUTCOMES} answers as {{answer: p}}, summing to at most 1"
 
 
 def check_profile(profile: str) -> str:
@@ -198,7 +211,9 @@ def _default_lines(event: Event, step: int, budgets: Budgets, show_episode_lengt
     lines = [
         f"Question: {question}",
         "",
-        f"Possible outcomes (exactly one will happen): {json.dumps(list(event.outcomes), ensure_ascii=False)}",
+        FREE_FORM_OUTCOMES
+        if event.free_form
+        else f"Possible outcomes (exactly one will happen): {json.dumps(list(event.outcomes), ensure_ascii=False)}",
     ]
     if background.strip():
         lines += ["", f"Background: {background.strip()}"]
@@ -212,7 +227,9 @@ def _default_lines(event: Event, step: int, budgets: Budgets, show_episode_lengt
         # No close or resolution date: a market that closed early would reveal when (and so whether) it happened.
         f"Question opened: {event.open_at.date().isoformat()}.",
         f"Budget for this step: {budgets.max_tool_calls} tool calls and {budgets.max_turns} turns; then you must submit.",
-        "Answer by calling submit_forecast with probabilities for "
+        FREE_FORM_ANSWER
+        if event.free_form
+        else "Answer by calling submit_forecast with probabilities for "
         + ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
         + ".",
     ]
@@ -224,7 +241,7 @@ def _compact_lines(event: Event, step: int, budgets: Budgets, show_episode_lengt
     cutoff = event.cutoffs[step]
     question, background, criteria = event.text_at(step)
     labels = ", ".join(json.dumps(o, ensure_ascii=False) for o in event.outcomes)
-    lines = [f"Question: {question}", f"Outcomes: {labels}"]
+    lines = [f"Question: {question}", FREE_FORM_COMPACT if event.free_form else f"Outcomes: {labels}"]
     if background.strip():
         lines.append(f"Background: {background.strip()}")
     if criteria.strip():

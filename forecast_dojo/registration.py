@@ -64,8 +64,10 @@ from forecast_dojo.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
     from forecast_dojo.corpus.embedders import Embedder
+    from forecast_dojo.corpus.retrieval import Retriever
     from forecast_dojo.corpus.store import Corpus
     from forecast_dojo.env import ForecastDojoEnv
+    from forecast_dojo.schema import Event
 
 ENV_NAMESPACE = "forecast_dojo"
 SPECS_ENV = "FORECAST_DOJO_ENVS"
@@ -577,6 +579,35 @@ def _split_events(spec: DojoSpec, events_path: Path, default_split: str) -> tupl
     return [e for e in events if e.id in wanted], split
 
 
+def _spec_data(spec: DojoSpec, default_split: str) -> tuple[list[Event], Corpus, Retriever, dict[str, Any]]:
+    """What an env built from a validated spec runs over: its split's events, the corpus, the retriever.
+
+    Both :func:`make` and :func:`forecast_dojo.world.registration.make_world` build from here.
+
+    Returns:
+        The events, the corpus, the retriever and the run metadata's ``env_spec`` (name, world, seed,
+        ``train_events`` when set, the data paths, the retriever and the split).
+    """
+    from forecast_dojo.corpus.retrieval import make_retriever
+
+    events_path, corpus_path = _data_paths(spec)
+    events, split = _split_events(spec, events_path, default_split)
+    corpus = _corpus(corpus_path)
+    embedder = _embedder(spec.embedder or corpus.embedder_name)
+    retriever = make_retriever(spec.retriever, corpus, embedder, **spec.retriever_options)
+    env_spec = {
+        "name": spec.name,
+        "world": spec.world,
+        "seed": spec.seed,
+        **({"train_events": spec.train_events} if spec.train_events else {}),
+        "events": str(events_path),
+        "corpus": str(corpus_path),
+        "retriever": spec.retriever,
+        "split": split,
+    }
+    return events, corpus, retriever, env_spec
+
+
 def make(
     spec: DojoSpec | str | os.PathLike[str], *, default_split: str = "train", **overrides: Any
 ) -> ForecastDojoEnv:
@@ -599,7 +630,6 @@ def make(
         SpecError: A bad override, data that is not built, event ids the spec names that its split lacks.
         SplitError: ``train``/``eval`` of events that carry no split.
     """
-    from forecast_dojo.corpus.retrieval import make_retriever
     from forecast_dojo.env import ForecastDojoEnv
 
     resolved = resolve_spec(spec)
@@ -614,26 +644,12 @@ def make(
             resolved, budgets=dataclasses.replace(resolved.budgets, **budget_overrides)
         )
     resolved.validate()
-    events_path, corpus_path = _data_paths(resolved)
-    events, split = _split_events(resolved, events_path, default_split)
-    corpus = _corpus(corpus_path)
-    embedder = _embedder(resolved.embedder or corpus.embedder_name)
-    retriever = make_retriever(resolved.retriever, corpus, embedder, **resolved.retriever_options)
-    metadata = {
-        "env_spec": {
-            "name": resolved.name,
-            "world": resolved.world,
-            "seed": resolved.seed,
-            **({"train_events": resolved.train_events} if resolved.train_events else {}),
-            "events": str(events_path),
-            "corpus": str(corpus_path),
-            "retriever": resolved.retriever,
-            "split": split,
-        },
-        **overrides.pop("run_metadata", {}),
-    }
+    events, corpus, retriever, env_spec = _spec_data(resolved, default_split)
+    metadata = {"env_spec": env_spec, **overrides.pop("run_metadata", {})}
     options = {name: getattr(resolved, name) for name in ENV_OPTIONS} | overrides
-    return ForecastDojoEnv(events, corpus, retriever, split=split, run_metadata=metadata, **options)
+    return ForecastDojoEnv(
+        events, corpus, retriever, split=env_spec["split"], run_metadata=metadata, **options
+    )
 
 
 def register(spec: DojoSpec | str | os.PathLike[str], *, force: bool = False) -> str:

@@ -30,6 +30,7 @@ MAX_RESOLUTION_LAG = timedelta(days=5 * 366)
 MAX_EVENT_ID_CHARS = 512
 MAX_OUTCOMES = 64
 MAX_LABEL_CHARS = 200
+MAX_FREE_FORM_OUTCOMES = 20  # outcomes one free-form forecast may propose
 # All labels together: the notebook's assessment (one entry per label) must fit its 8,000-character cap.
 MAX_LABELS_TOTAL_CHARS = 2_000
 MAX_QUESTION_CHARS = 10_000

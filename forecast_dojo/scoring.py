@@ -27,8 +27,13 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from forecast_dojo.schema import MAX_FREE_FORM_OUTCOMES, MAX_LABEL_CHARS
+from forecast_dojo.untrusted import preview
 
 LOG_FLOOR = 1e-3
+FREE_FORM_TOLERANCE = 1e-6  # how far above 1 a free-form forecast's total may round
 
 
 def brier_loss(probabilities: Sequence[float], outcome: int) -> float:
@@ -186,3 +191,83 @@ def top1_accuracy(
         1 for o in best if answer_matches(o, answer, aliases) or (judge is not None and judge(o, answer))
     )
     return hits / len(best)
+
+
+def read_free_form(value: Any) -> tuple[dict[str, float] | None, str | None]:
+    """A free-form forecast as both envs read it (world mode, and fixed-date free-form questions): ``{outcome: p}``, each p in [0, 1], summing to at most 1.
+
+    Outcomes are non-empty labels of at most :data:`~forecast_dojo.schema.MAX_LABEL_CHARS` characters,
+    at most :data:`~forecast_dojo.schema.MAX_FREE_FORM_OUTCOMES` of them, distinct up to
+    :func:`~forecast_dojo.scoring.normalize_answer` (so two spellings of one name are one outcome).
+
+    Args:
+        value: The decoded argument (anything a model can write).
+
+    Returns:
+        ``(forecast, None)`` when valid, else ``(None, error)``.
+    """
+    if not isinstance(value, dict):
+        return None, "a free-form forecast must be an object {outcome: probability}"
+    if len(value) > MAX_FREE_FORM_OUTCOMES:
+        return None, f"at most {MAX_FREE_FORM_OUTCOMES} proposed outcomes, got {len(value)}"
+    out: dict[str, float] = {}
+    seen: dict[str, str] = {}
+    for label, p in value.items():
+        if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
+            return None, f"outcomes must be non-empty labels of at most {MAX_LABEL_CHARS} characters"
+        key = normalize_answer(label)
+        if not key:
+            return None, f"outcome {preview(label)} has no letters or digits"
+        if key in seen:
+            return None, f"outcomes {preview(seen[key])} and {preview(label)} name the same thing"
+        seen[key] = label
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            return None, f"probability of {preview(label)} must be a number, got {preview(p)}"
+        try:
+            number = float(p)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+            return None, f"probability of {preview(label)} must be in [0, 1], got {preview(p)}"
+        out[label] = number
+    total = sum(out.values())
+    if total > 1.0 + FREE_FORM_TOLERANCE:
+        return None, f"probabilities sum to {total:.6g}; they may sum to less than 1, never more"
+    return out, None
+
+
+def free_form_distribution(
+    probabilities: Mapping[str, float],
+    answer: str,
+    aliases: Iterable[str] = (),
+    *,
+    judge: Callable[[str, str], bool] | None = None,
+) -> tuple[list[str], list[float]]:
+    """A free-form forecast as a distribution whose first label is the answer, for the K-outcome metrics.
+
+    The mass of the proposed outcomes that name the answer is pooled on ``answer`` (first, 0 when
+    none does); every other proposed outcome follows with its probability. With outcome index 0,
+    ``brier_loss`` of it is ``1 - free_form_score`` exactly, so a fixed-date step record of a
+    free-form question is read by the evaluation metrics like any other (researcher-facing only:
+    the first label is the answer).
+
+    Args:
+        probabilities: Proposed outcome -> probability.
+        answer: The realized answer.
+        aliases: Other names of the answer.
+        judge: Optional paraphrase judge (see :func:`free_form_score`).
+
+    Returns:
+        ``(labels, probabilities)``; the realized outcome's index is 0.
+    """
+    aliases = tuple(aliases)
+    right = 0.0
+    labels, values = [answer], [0.0]
+    for outcome, p in probabilities.items():
+        if answer_matches(outcome, answer, aliases) or (judge is not None and judge(outcome, answer)):
+            right += float(p)
+        else:
+            labels.append(outcome)
+            values.append(float(p))
+    values[0] = right
+    return labels, values

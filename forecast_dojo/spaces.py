@@ -6,7 +6,7 @@ which real news and model output break at once; these spaces accept any Unicode 
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, TypeVar
 
 import numpy as np
 from gymnasium.spaces import Space
@@ -47,10 +47,39 @@ class Observation(TypedDict):
     n_steps: NotRequired[int]
 
 
+_V = TypeVar("_V")
+
+
+class TextSpace(Space[_V]):
+    """The base of these spaces: values are text or JSON-like, so not flattenable to a numpy array.
+
+    Two spaces are equal when they are of the same class with the same :meth:`parameters`, which
+    their ``repr`` also shows.
+    """
+
+    def __init__(self, seed: int | np.random.Generator | None = None, *, dtype: Any = object) -> None:
+        super().__init__(dtype=dtype, seed=seed)
+
+    def parameters(self) -> dict[str, Any]:
+        """The space's parameters (none by default)."""
+        return {}
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        """False: text cannot be flattened to a numpy array."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in self.parameters().items())})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, type(self)) and other.parameters() == self.parameters()
+
+
 _SAMPLE_ALPHABET = list('abcdefghijklmnopqrstuvwxyz ÀéüñçøßŁ“”‘’—…{}[]":,0123456789<>/')
 
 
-class UnicodeText(Space[str]):
+class UnicodeText(TextSpace[str]):
     """Any ``str`` of at most ``max_length`` characters (or None too, when ``nullable``)."""
 
     def __init__(
@@ -62,7 +91,7 @@ class UnicodeText(Space[str]):
     ) -> None:
         self.max_length = max_length
         self.nullable = nullable
-        super().__init__(dtype=str, seed=seed)
+        super().__init__(seed, dtype=str)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a string of at most ``max_length`` characters (or None if nullable)."""
@@ -75,23 +104,12 @@ class UnicodeText(Space[str]):
         length = int(self.np_random.integers(0, min(self.max_length, 64) + 1))
         return "".join(self.np_random.choice(_SAMPLE_ALPHABET, size=length))
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text cannot be flattened to a numpy array."""
-        return False
-
-    def __repr__(self) -> str:
-        return f"UnicodeText(max_length={self.max_length}, nullable={self.nullable})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, UnicodeText)
-            and other.max_length == self.max_length
-            and other.nullable == self.nullable
-        )
+    def parameters(self) -> dict[str, Any]:
+        """``max_length`` and ``nullable``."""
+        return {"max_length": self.max_length, "nullable": self.nullable}
 
 
-class TextList(Space[list]):
+class TextList(TextSpace[list]):
     """A list of at most ``max_items`` strings (e.g. outcome labels)."""
 
     def __init__(
@@ -99,7 +117,7 @@ class TextList(Space[list]):
     ) -> None:
         self.max_items = max_items
         self.max_length = max_length
-        super().__init__(dtype=object, seed=seed)
+        super().__init__(seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a list of at most ``max_items`` strings of at most ``max_length`` characters."""
@@ -114,29 +132,15 @@ class TextList(Space[list]):
         text = UnicodeText(max_length=min(self.max_length, 64), seed=int(self.np_random.integers(2**31)))
         return [text.sample() for _ in range(int(self.np_random.integers(2, 5)))]
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text cannot be flattened to a numpy array."""
-        return False
-
-    def __repr__(self) -> str:
-        return f"TextList(max_items={self.max_items}, max_length={self.max_length})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, TextList)
-            and other.max_items == self.max_items
-            and other.max_length == self.max_length
-        )
+    def parameters(self) -> dict[str, Any]:
+        """``max_items`` and ``max_length``."""
+        return {"max_items": self.max_items, "max_length": self.max_length}
 
 
-class ChatMessages(Space[list]):
+class ChatMessages(TextSpace[list]):
     """A list of chat messages: dicts with a ``role`` in ``roles`` and ``content`` a ``str``."""
 
     roles = ("system", "user", "assistant", "tool")
-
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a list of message dicts with a known role and string content."""
@@ -150,26 +154,12 @@ class ChatMessages(Space[list]):
         text = UnicodeText(seed=int(self.np_random.integers(2**31)))
         return [{"role": "user", "content": text.sample()}]
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text cannot be flattened to a numpy array."""
-        return False
 
-    def __repr__(self) -> str:
-        return "ChatMessages()"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ChatMessages)
-
-
-class AssistantTurn(Space[Any]):
+class AssistantTurn(TextSpace[Any]):
     """An agent action: an OpenAI-style assistant message dict, or a string (tool calls in ``<tool_call>`` blocks).
 
     ``contains`` accepts both shapes; the env turns anything malformed into an error message for the agent.
     """
-
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a string or a dict whose ``content`` is a string or None."""
@@ -183,14 +173,3 @@ class AssistantTurn(Space[Any]):
         if self.np_random.random() < 0.5:
             return f"<tool_call>{text}</tool_call>"
         return text
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text cannot be flattened to a numpy array."""
-        return False
-
-    def __repr__(self) -> str:
-        return "AssistantTurn()"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, AssistantTurn)

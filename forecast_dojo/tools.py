@@ -36,6 +36,7 @@ from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
 from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.scoring import read_free_form
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
 
@@ -66,6 +67,7 @@ class ToolResult:
     doc_ids: tuple[str, ...] = ()
     max_available_us: int | None = None
     forecast: tuple[float, ...] | None = None
+    labels: tuple[str, ...] | None = None  # a free-form forecast's proposed outcomes (``forecast`` is theirs)
     forecast_error: str | None = None
     notebook: Notebook | None = None
     rationale: str | None = None
@@ -357,7 +359,15 @@ class ForecastTools:
                 parse_graph(graph)
             except UntrustedInputError as err:
                 return ToolResult("", error=f"graph rejected, forecast not submitted: {err}")
-        forecast, forecast_error = self._read_probabilities(probabilities)
+        labels = None
+        if self.outcomes:
+            forecast, forecast_error = self._read_probabilities(probabilities)
+        else:  # a free-form question: the agent proposes the outcomes
+            proposal, forecast_error = read_free_form(probabilities)
+            if proposal is not None and not proposal:
+                proposal, forecast_error = None, "propose at least one outcome"
+            forecast = tuple(proposal.values()) if proposal is not None else None
+            labels = tuple(proposal) if proposal is not None else None
         parsed_notebook = None
         if self.memory == "notebook" and notebook is not None:
             try:
@@ -372,14 +382,16 @@ class ForecastTools:
                 error=f"rationale is {len(rationale)} characters long (the cap is {MAX_RATIONALE_CHARS}); "
                 "forecast not submitted",
             )
+        fallback = "the uniform distribution" if self.outcomes else "no forecast (score 0)"
         message = (
             "forecast recorded"
             if forecast_error is None
-            else f"invalid forecast ({forecast_error}); the uniform distribution was recorded instead"
+            else f"invalid forecast ({forecast_error}); {fallback} was recorded instead"
         )
         return ToolResult(
             message,
             forecast=forecast,
+            labels=labels,
             forecast_error=forecast_error,
             notebook=parsed_notebook,
             rationale=rationale,

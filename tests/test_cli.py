@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from forecast_dojo import registration
+from forecast_dojo.arguments import dataclass_from_arguments
 from forecast_dojo.cli import build_parser, main, parsers, plain_text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,7 +34,17 @@ def test_no_help_text_shows_restructuredtext_markup():
         text = parser.format_help()  # also proves every help string formats (no stray %)
         marked = [line for line in text.splitlines() if RST_MARKUP.search(line)]
         assert not marked, (parser.prog, marked)
-    for command in ("run", "report", "world", "corpus build", "events build", "export sft", "sft", "grpo"):
+    for command in (
+        "run",
+        "report",
+        "world",
+        "corpus build",
+        "events build",
+        "export sft",
+        "sft",
+        "grpo",
+        "serve",
+    ):
         assert f"forecast-dojo {command}" in seen, seen
 
 
@@ -181,6 +192,29 @@ def test_serve_help_names_its_options_without_loading_anything(capsys):
     for flag in ("--spec", "--host", "--port", "--max-sessions", "--idle-timeout", "--split", "--no-python"):
         assert flag in text
     assert "``" not in text
+
+
+@pytest.mark.parametrize("command", ["sft", "grpo", "serve"])
+def test_training_and_serving_help_is_clean(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"usage: forecast-dojo {command}") and not captured.err
+    assert not RST_MARKUP.search(captured.out) and "%(" not in captured.out
+
+
+def test_serve_defaults_to_the_training_split_and_takes_the_others():
+    from forecast_dojo.integrations.cli import SERVE_FLAGS, ServeArguments
+
+    parser = build_parser()
+    serve = lambda *argv: dataclass_from_arguments(  # noqa: E731
+        ServeArguments, parser.parse_args(["serve", *argv]), flags=SERVE_FLAGS
+    )
+    assert serve().split == "train" and ServeArguments().split == "train"
+    assert serve("--split", "eval").split == "eval" and serve("--split", "all").split == "all"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--split", "test"])
 
 
 def test_import_and_the_parser_never_import_the_serving_frameworks():

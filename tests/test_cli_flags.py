@@ -67,8 +67,8 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--source", "source", "None", "required choices=generic|warc|wikipedia"),
         ("--input", "input", "None", "required type=Path"),
         ("--out", "out", "None", "required type=Path"),
-        ("--start", "start", "None", "type=_day"),
-        ("--end", "end", "None", "type=_day"),
+        ("--start", "start", "None", "type=calendar_day"),
+        ("--end", "end", "None", "type=calendar_day"),
         ("--embedder", "embedder", "None", ""),
         ("--config", "config", "None", "type=Path"),
         ("--runner", "runner", "'single'", "choices=single|ray"),
@@ -117,8 +117,8 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--base-url", "base_url", "None", "required"),
         ("--model", "model", "None", "required"),
         ("--api-key", "api_key", "None", ""),
-        ("--start", "start", "None", "required type=_day"),
-        ("--end", "end", "None", "required type=_day"),
+        ("--start", "start", "None", "required type=calendar_day"),
+        ("--end", "end", "None", "required type=calendar_day"),
         ("--out", "out", "None", "required type=Path"),
         ("--train-window", "train_window", "None", ""),
         ("--eval-window", "eval_window", "None", ""),
@@ -264,6 +264,7 @@ def test_no_hand_written_flags_are_left():
     from forecast_dojo.evaluation.cli import ReportArguments, RunArguments, WorldArguments
     from forecast_dojo.events.build import BuildConfig
     from forecast_dojo.events.cli import EventsBuildArguments, EventsGenerateArguments
+    from forecast_dojo.events.generate import GenerateConfig
     from forecast_dojo.training.cli import ExportSFTArguments
     from forecast_dojo.training.export import ExportConfig
     from forecast_dojo.training.grpo import GRPOArguments
@@ -277,7 +278,7 @@ def test_no_hand_written_flags_are_left():
         "corpus verify": (CorpusCheckArguments,),
         "corpus migrate": (CorpusCheckArguments,),
         "events build": (EventsBuildArguments, BuildConfig),
-        "events generate": (EventsGenerateArguments,),
+        "events generate": (EventsGenerateArguments, GenerateConfig),
         "export sft": (ExportSFTArguments, ExportConfig),
         "sft": (SFTArguments,),
         "grpo": (GRPOArguments,),

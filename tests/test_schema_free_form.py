@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from forecast_dojo.errors import ConfigError
 from forecast_dojo.schema import (
     MAX_LABEL_CHARS,
     Event,
@@ -94,14 +93,3 @@ def test_aliases_without_an_answer_are_refused_at_load(tmp_path):
     path.write_text(json.dumps(record) + "\n")
     with pytest.raises(SchemaError, match=r"events.jsonl:1: .*'aliases' is for free-form"):
         load_events(path)
-
-
-def test_fixed_date_episodes_refuse_free_form_questions_with_a_clear_error(tiny_corpus):
-    from forecast_dojo.corpus import HashingEmbedder
-    from forecast_dojo.corpus.retrieval import ExactDenseRetriever
-    from forecast_dojo.env import ForecastDojoEnv
-
-    with pytest.raises(ConfigError, match="world mode.*'ff'"):
-        ForecastDojoEnv(
-            [*tiny_events(), free_form()], tiny_corpus, ExactDenseRetriever(tiny_corpus, HashingEmbedder())
-        )

@@ -11,19 +11,11 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, at_least, option
+from forecast_dojo.arguments import Flag, add_dataclass_arguments, at_least, calendar_day, option
 from forecast_dojo.errors import InputNotFoundError, UsageError
 
 ERROR_EXIT = 2
 STRICT_EXIT = 3
-
-
-def _day(value: str) -> date:
-    """An argparse type: a date (``YYYY-MM-DD``)."""
-    try:
-        return date.fromisoformat(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
 
 
 # the choices of --source (the importers' names) are filled in by register, which imports them
@@ -34,8 +26,8 @@ class CorpusBuildArguments:
     source: str = option(help="kind of input")
     input: Path = option(help="input file or folder")
     out: Path = option(help="corpus directory to write")
-    start: date | None = option(None, parse=_day, help="first day to import (YYYY-MM-DD, inclusive)")
-    end: date | None = option(None, parse=_day, help="last day to import (YYYY-MM-DD, inclusive)")
+    start: date | None = option(None, parse=calendar_day, help="first day to import (YYYY-MM-DD, inclusive)")
+    end: date | None = option(None, parse=calendar_day, help="last day to import (YYYY-MM-DD, inclusive)")
     embedder: str | None = option(
         None,
         help="minilm | static-minilm (fast) | hashing | all-MiniLM-L6-v2@<len> | hashing-bow-<dim> (default: recipe)",

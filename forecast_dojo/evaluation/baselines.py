@@ -33,6 +33,8 @@ class BaseRate:
         self.by_source: dict[tuple[str, tuple[str, ...]], list[int]] = {}
         self.by_labels: dict[tuple[str, ...], list[int]] = {}
         for event in train_events:
+            if event.free_form:  # no fixed labels to count
+                continue
             k = len(event.outcomes)
             labels = tuple(event.outcomes)
             self.by_source.setdefault((event.source, labels), [0] * k)[event.outcome_index] += 1
@@ -64,10 +66,12 @@ def reference_records(
         oracle: the synthetic world's oracle by (event, step), or None.
 
     Returns:
-        One :meth:`StepRecord.reference` per forecaster and step.
+        One :meth:`StepRecord.reference` per forecaster and step (none for free-form questions).
     """
     records = []
     for event in events:
+        if event.free_form:  # no fixed outcomes: no reference distribution (no forecast would score 0)
+            continue
         prior = base_rate.forecast(event) if base_rate is not None else None
         for step, cutoff in enumerate(event.cutoffs):
             references: dict[str, Sequence[float] | None] = {

@@ -491,18 +491,20 @@ def _single_steps(
 
 
 def report_command(args: argparse.Namespace) -> int:
-    """Write the report of one or more study folders."""
+    """Write the report of one or more study folders (or folders of world-mode logs)."""
     from forecast_dojo.evaluation.report import write_report
     from forecast_dojo.evaluation.study import STUDY_FILE
+    from forecast_dojo.evaluation.world import find_world_logs
 
     for run in args.runs:
         if not run.is_dir():
             raise InputNotFoundError(
                 f"study folder not found: {run} ('forecast-dojo run --out {run}' writes one)"
             )
-        if not (run / STUDY_FILE).is_file():
+        if not (run / STUDY_FILE).is_file() and not find_world_logs(run):
             raise StudyError(
-                f"{run} is not a study folder (no {STUDY_FILE}; 'forecast-dojo run --out {run}' writes one)"
+                f"{run} is not a study folder (no {STUDY_FILE}; 'forecast-dojo run --out {run}' writes one) "
+                "and holds no world-mode log"
             )
     out = args.out or args.runs[0]
     report = write_report(args.runs, out, knowledge_cutoff=args.knowledge_cutoff, plots=not args.no_plots)

@@ -8,8 +8,8 @@ gateway's rule), so a document is in it only if it was both time-valid and relev
   every event and its signal (:attr:`forecast_dojo.synthetic.SyntheticWorld.evidence`); distractors,
   look-alikes, background noise and resolution reports are not in it.
 * **hindsight** (:func:`hindsight_reference`): real events. The documents the events build's
-  relevance rule (:class:`forecast_dojo.events.relevance.RelevanceIndex`, the evidence filter and
-  the leakage screen's rule) marks as bearing on the question, available between ``lookback_days``
+  relevance rule (:class:`forecast_dojo.events.relevance.RelevanceIndex`, with the thresholds of the
+  build's evidence filter) marks as bearing on the question, available between ``lookback_days``
   before the open and the close, minus the event's excluded (leaking) documents. An approximation:
   lexical relevance, not a judge.
 
@@ -240,16 +240,24 @@ def hindsight_reference(
     events: Sequence[Event],
     corpus: Corpus,
     *,
-    min_coverage: float = 0.6,
+    min_coverage: float | None = None,
+    min_shared: int | None = None,
     lookback_days: int = 90,
     top_k: int = 200,
 ) -> EvidenceReference:
     """A hindsight reference for real events: documents the relevance rule marks as bearing on each question.
 
+    The rule is the events build's evidence filter (:func:`forecast_dojo.events.selection.evidence_documents`,
+    its :class:`~forecast_dojo.events.selection.SelectionConfig` thresholds by default), so every event the
+    build kept for its evidence has documents here, over a window that runs from before the open to the close.
+
     Args:
         events: The events.
         corpus: Their corpus.
-        min_coverage: Share of the question's salient terms a document must contain.
+        min_coverage: Share of the question's salient terms a document must contain (default: the
+            build's ``evidence_min_coverage``).
+        min_shared: Salient terms a document must share at least (default: the build's
+            ``evidence_min_shared_terms``).
         lookback_days: How long before the open a document may have appeared.
         top_k: At most this many documents per event (best matches first).
 
@@ -258,13 +266,19 @@ def hindsight_reference(
         event's excluded ones).
     """
     from forecast_dojo.events.relevance import RelevanceIndex
+    from forecast_dojo.events.selection import SelectionConfig
 
+    build = SelectionConfig()
+    min_coverage = build.evidence_min_coverage if min_coverage is None else min_coverage
+    min_shared = build.evidence_min_shared_terms if min_shared is None else min_shared
     index = RelevanceIndex(corpus)
     documents: dict[str, list[ReferenceDocument]] = {}
     for event in events:
         lo, hi = index.rows_between(event.open_at - timedelta(days=lookback_days), event.close_at)
         hidden = set(event.excluded_doc_ids)
-        found = index.matches(event.question, lo, hi, min_coverage=min_coverage, top_k=top_k)
+        found = index.matches(
+            event.question, lo, hi, min_coverage=min_coverage, min_shared=min_shared, top_k=top_k
+        )
         docs = []
         for match in sorted(found, key=lambda m: m.row):
             doc_id = corpus.field("id", match.row)
@@ -284,7 +298,8 @@ def hindsight_reference(
     return EvidenceReference(
         "hindsight",
         documents,
-        note=f"lexical relevance (>= {min_coverage:.0%} of the question's salient terms, a name), "
+        note=f"lexical relevance, the events build's evidence rule (>= {min_coverage:.0%} of the question's "
+        f"salient terms and at least {min_shared}, a name), "
         f"available from {lookback_days} days before the open to the close; excluded documents left out",
     )
 

@@ -19,6 +19,7 @@ from forecast_dojo.evaluation.evidence import load_reference
 from forecast_dojo.evaluation.study import (
     EPISODE_MODES,
     STALE_FIRST,
+    STUDY_FILE,
     STUDY_MODES,
     TOPLINE_MODES,
     control_coverage,
@@ -190,13 +191,19 @@ def build_report(
     Returns:
         ``table`` (on :func:`matched_steps`), ``matched_steps``, ``table_all_steps`` (each forecaster on
         all its steps, when the matched table dropped some), ``market_coverage``, ``comparisons``,
-        ``life_thirds``, ``horizon``, ``source``, ``step_position`` (mean Brier per step index),
+        ``life_thirds``, ``horizon``, ``source``, ``step_position`` (mean Brier per step index; life
+        thirds and step positions leave toplines out: their one step is not a scheduled one),
         ``reliability`` (per forecaster), ``notebook_controls`` when given, and ``contamination``
         (tables on events opened after the cutoff) when asked.
     """
-    coverage = metrics.market_coverage(rows)
+    # a topline's one step is (event, 0) at its own cutoff: not one of the scheduled forecast steps, so it
+    # counts neither in the market's coverage nor in the life-of-event thirds and step positions
+    schedule_rows = [r for r in rows if r["memory"] not in TOPLINE_MODES]
+    coverage = metrics.market_coverage(schedule_rows)
     matched, matching = matched_steps(rows)
-    matching["market_coverage"] = metrics.market_coverage(matched)
+    matching["market_coverage"] = metrics.market_coverage(
+        [r for r in matched if r["memory"] not in TOPLINE_MODES]
+    )
     report: dict[str, Any] = {
         "conventions": "Brier = multiclass Brier loss in [0, 2], lower is better (the RL reward is its negative); "
         "BI = Brier Index 100 (1 - sqrt(Brier / 2)); log loss floored at 1e-3; accuracy with fractional ties; "
@@ -205,10 +212,10 @@ def build_report(
         "matched_steps": matching,
         "market_coverage": coverage,
         "comparisons": comparisons(rows),
-        "life_thirds": metrics.by_life_third(rows),
+        "life_thirds": metrics.by_life_third(schedule_rows),
         "horizon": metrics.by_horizon(rows),
         "source": metrics.by_source(rows),
-        "step_position": metrics.breakdown(rows, lambda r: int(r["step"])),
+        "step_position": metrics.breakdown(schedule_rows, lambda r: int(r["step"])),
         "reliability": {
             f"{a}/{m}": metrics.reliability_bins(
                 [r["forecast"] for r in group], [r["outcome_index"] for r in group]
@@ -474,9 +481,23 @@ def write_report(
 
     Returns:
         The report dict plus ``table_text`` and ``comparison_lines`` (what the CLI prints).
+
+    A folder that is not a study but holds world-mode logs (:func:`forecast_dojo.evaluation.world.find_world_logs`)
+    adds the ``world`` section (per-day curves, memory pairing) and the ``world.png`` figure; a report
+    of world-mode logs only has just that section.
     """
+    from forecast_dojo.evaluation.world import find_world_logs, world_markdown, world_report
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    world_logs = [
+        log for run in runs if not (Path(run) / STUDY_FILE).is_file() for log in find_world_logs(run)
+    ]
+    runs = [run for run in runs if (Path(run) / STUDY_FILE).is_file() or not find_world_logs(run)]
+    world = world_report(world_logs) if world_logs else None
+    if not runs:
+        assert world is not None
+        return _write_world_only(world, world_logs, out, plots=plots)
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str, int, Any]] = set()
     for run in runs:
@@ -499,8 +520,15 @@ def write_report(
         from forecast_dojo.evaluation.plots import plot_report
 
         figures = plot_report(rows, report, out)
+    world_figure = None
+    if world is not None:
+        report["world"] = world
+        world_figure = _world_figure(world, out) if plots else None
+    markdown = _markdown(report, [Path(r) for r in runs], figures)
+    if world is not None:
+        markdown += "\n".join(world_markdown(world, world_figure)) + "\n"
     (out / "report.json").write_text(json.dumps(_jsonable(report), indent=2, sort_keys=True))
-    (out / "report.md").write_text(_markdown(report, [Path(r) for r in runs], figures))
+    (out / "report.md").write_text(markdown)
     matching = report["matched_steps"]
     report["table_text"] = metrics.format_table(report["table"], market=matching["market_coverage"])
     if matching["restricted"]:
@@ -520,4 +548,53 @@ def write_report(
             report["comparison_lines"].append(
                 f"Warning: {name} replayed {c['planned']} of {c['replayable']} steps ({reasons})"
             )
+    if world is not None:
+        report["comparison_lines"] += _world_lines(world)
+    return report
+
+
+WORLD_FIGURE = "world.png"
+
+
+def _world_figure(world: dict[str, Any], out: Path) -> str:
+    from forecast_dojo.evaluation.world import plot_world_curves
+
+    plot_world_curves(world["forecasters"], out / WORLD_FIGURE)
+    return WORLD_FIGURE
+
+
+def _world_lines(world: dict[str, Any]) -> list[str]:
+    """What the CLI prints of the world section: its table and the memory pairing."""
+    from forecast_dojo.evaluation.world import render_world_table
+
+    lines = [
+        "",
+        "World mode (per question, time-averaged free-form score):",
+        render_world_table(world["forecasters"]),
+    ]
+    for c in world["comparisons"]:
+        low, high = c["ci"]
+        ci = "[n/a]" if math.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
+        lines.append(
+            f"  {c['a'][0]}/{c['a'][1]} - {c['b'][0]}/{c['b'][1]} ({c['metric']}): {c['mean']:+.4f} {ci}"
+            f" over {c['question_days']} question-days of {c['questions']} questions"
+        )
+    return lines
+
+
+def _write_world_only(
+    world: dict[str, Any], logs: Sequence[Path], out: Path, *, plots: bool
+) -> dict[str, Any]:
+    """The report of world-mode logs only: ``report.json`` holds ``world``, ``report.md`` its section."""
+    from forecast_dojo.evaluation.world import world_markdown
+
+    figure = _world_figure(world, out) if plots else None
+    report: dict[str, Any] = {"world": world}
+    lines = ["# Evaluation report", "", f"World-mode logs: {', '.join(str(log) for log in logs)}"]
+    lines += world_markdown(world, figure)
+    (out / "report.json").write_text(json.dumps(_jsonable(report), indent=2, sort_keys=True))
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    lines = _world_lines(world)
+    report["table_text"] = "\n".join(lines[2:3])
+    report["comparison_lines"] = lines[3:]
     return report

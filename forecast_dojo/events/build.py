@@ -104,35 +104,32 @@ def override(section: Any, values: dict[str, Any], where: str) -> Any:
 def load_config_file(path: Path) -> dict[str, dict[str, Any]]:
     """Sections ``selection``, ``schedule`` and ``leakage`` from a TOML file (the format of specs and recipes).
 
-    JSON (``.json``) and YAML (``.yaml``/``.yml``) files written for earlier versions are still read.
+    TOML is the one config-file format: a ``.json``, ``.yaml`` or ``.yml`` file is refused with a
+    message showing the same settings as TOML.
 
     Raises:
         InputNotFoundError: No such file.
-        BuildConfigError: The file cannot be parsed, or holds unknown sections or non-table sections.
+        BuildConfigError: Not a TOML file, or one that cannot be parsed, or holds unknown sections or
+            non-table sections.
     """
+    import tomllib
+
     if not path.is_file():
         raise InputNotFoundError(f"{path}: config file not found")
+    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+        raise BuildConfigError(
+            f"{path}: events build configs are TOML (like specs and corpus recipes), not "
+            f"{path.suffix.lstrip('.').upper()}; write the sections as TOML tables, e.g. "
+            "'[selection]' then 'min_faithful_fraction = 0.5', in a .toml file"
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise BuildConfigError(f"{path}: not UTF-8 text ({err})") from err
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            raise BuildConfigError(f"{path}: not valid YAML ({err})") from err
-    else:
-        import tomllib
-
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        try:
-            data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
-        except ValueError as err:  # json.JSONDecodeError and tomllib.TOMLDecodeError are ValueErrors
-            raise BuildConfigError(f"{path}: not valid {kind} ({err})") from err
-    if not isinstance(data, dict):
-        raise BuildConfigError(f"{path}: expected a mapping of sections")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise BuildConfigError(f"{path}: not valid TOML ({err})") from err
     unknown = set(data) - {"selection", "schedule", "leakage"}
     if unknown:
         raise BuildConfigError(

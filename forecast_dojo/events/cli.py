@@ -8,10 +8,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass
-from datetime import date
 from pathlib import Path
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, dataclass_from_arguments, option
+from forecast_dojo.arguments import (
+    Flag,
+    add_dataclass_arguments,
+    calendar_day,
+    dataclass_from_arguments,
+    option,
+)
 from forecast_dojo.paths import DATA_ENV, default_data_root, missing_data_message
 
 # BuildConfig's own options are flags (types and defaults from the dataclass); windows and sections
@@ -51,7 +56,7 @@ class EventsBuildArguments:
     eval_window: str = option(help="START:END ISO dates, inclusive, e.g. 2025-11-01:2026-03-28")
     config: Path | None = option(
         None,
-        help="TOML with sections [selection], [schedule], [leakage] overriding defaults (JSON/YAML still read)",
+        help="TOML with sections [selection], [schedule], [leakage] overriding defaults",
     )
     seed: int | None = option(None, help="schedule tie-breaking seed (default 0)")
     # BuildConfig's flags stand here
@@ -97,14 +102,6 @@ LATER_FIELDS = (
 INPUT_FIELDS = tuple(f.name for f in dataclasses.fields(EventsBuildArguments) if f.name not in LATER_FIELDS)
 
 
-def _day(value: str) -> date:
-    """An argparse type: a date (``YYYY-MM-DD``)."""
-    try:
-        return date.fromisoformat(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a YYYY-MM-DD date: {value!r}") from err
-
-
 @dataclass(kw_only=True)
 class EventsGenerateArguments:
     """The flags of ``forecast-dojo events generate``."""
@@ -113,19 +110,33 @@ class EventsGenerateArguments:
     base_url: str = option(help="the server's /v1 URL, e.g. http://127.0.0.1:8000/v1")
     model: str = option(help="the model name the server expects")
     api_key: str | None = option(None, help="API key (default: $OPENAI_API_KEY; local servers take any)")
-    start: date = option(parse=_day, help="first document day, YYYY-MM-DD")
-    end: date = option(parse=_day, help="last document day, YYYY-MM-DD")
+    # GenerateConfig's start and end stand here
     out: Path = option(help="output directory (events, reports, cache)")
     train_window: str | None = option(
         None, help="START:END (default: the first 70 % of --start..--end + the resolution span)"
     )
     eval_window: str | None = option(None, help="START:END (default: the rest)")
-    window_days: int = option(7, help="days per clustering window")
-    questions_per_cluster: int = option(2, help="questions asked per cluster")
-    resolve_days: int = option(30, help="days after the resolution date searched")
+    # GenerateConfig's window_days, questions_per_cluster and resolve_days stand here
     min_eval_steps: int = option(1, help="evaluation events need this many steps")
     overwrite: bool = option(False, help="replace existing output files (the cache stays)")
     no_progress: bool = option(False, help="no progress bars")
+
+
+# GenerateConfig's fields are flags (types and defaults from the dataclass), in --help order among the command's own.
+GENERATE_FLAGS = {
+    "start": Flag(help="first document day, YYYY-MM-DD", type=calendar_day, required=True),
+    "end": Flag(help="last document day, YYYY-MM-DD", type=calendar_day, required=True),
+    "window_days": Flag(help="days per clustering window"),
+    "questions_per_cluster": Flag(help="questions asked per cluster"),
+    "resolve_days": Flag(help="days after the resolution date searched"),
+}
+GENERATE_LAYOUT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("arguments", ("corpus", "base_url", "model", "api_key")),
+    ("config", ("start", "end")),
+    ("arguments", ("out", "train_window", "eval_window")),
+    ("config", ("window_days", "questions_per_cluster", "resolve_days")),
+    ("arguments", ("min_eval_steps", "overwrite", "no_progress")),
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -164,7 +175,13 @@ def _register_generate(commands: argparse._SubParsersAction) -> None:
             "prompt and reply is cached in --out (a rerun sends nothing) and logged in llm-log.jsonl."
         ),
     )
-    add_dataclass_arguments(generate, EventsGenerateArguments)
+    from forecast_dojo.events.generate import GenerateConfig
+
+    for source, names in GENERATE_LAYOUT:
+        if source == "config":
+            add_dataclass_arguments(generate, GenerateConfig, only=names, flags=GENERATE_FLAGS)
+        else:
+            add_dataclass_arguments(generate, EventsGenerateArguments, only=names)
     generate.set_defaults(func=run_generate)
 
 
@@ -188,13 +205,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     progress = not args.no_progress
     try:
-        config = GenerateConfig(
-            args.start,
-            args.end,
-            window_days=args.window_days,
-            questions_per_cluster=args.questions_per_cluster,
-            resolve_days=args.resolve_days,
-        )
+        config = dataclass_from_arguments(GenerateConfig, args, only=GENERATE_FLAGS, flags=GENERATE_FLAGS)
         last = args.end + timedelta(days=args.resolve_days)
         middle = args.start + timedelta(days=int(0.7 * (last - args.start).days))
         train = parse_window(args.train_window or f"{args.start}:{middle}")

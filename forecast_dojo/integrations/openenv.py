@@ -91,7 +91,8 @@ class ForecastAction(Action):
     """
 
     message: Any = Field(
-        default="", description="the assistant turn: a chat message dict or text with <tool_call> blocks"
+        ...,  # required in the schema, so schema-driven clients (verifiers' OpenEnv taskset) send text as the turn
+        description="the assistant turn: a chat message dict or text with <tool_call> blocks",
     )
 
     @model_validator(mode="before")
@@ -455,6 +456,15 @@ class AsyncForecastDojoClient(EnvClient[ForecastAction, ForecastObservation, Sta
             raise ServeError(f"{err} (is `forecast-dojo serve` running there?)", "CONNECTION") from err
         return self
 
+    async def disconnect(self) -> None:
+        """End the session: ask the server to close it and let the server close the connection first."""
+        ws: Any = self._ws
+        if ws is not None:
+            with contextlib.suppress(Exception):  # already gone
+                await ws.send(json.dumps({"type": "close"}))
+                await asyncio.wait_for(ws.wait_closed(), timeout=2.0)
+        await self._drop()
+
     async def _send(self, message: dict[str, Any]) -> None:
         await self._ensure_connected()
         assert self._ws is not None
@@ -639,6 +649,36 @@ class RemoteForecastStepEnvWithPython(RemoteForecastStepEnv):
     python_tool: ClassVar[bool] = True
 
 
+SAME_ENV_KEYS = (
+    "spec",
+    "split",
+    "memory",
+    "reward",
+    "prompt",
+    "tools",
+    "tool_schemas",
+    "budgets",
+    "event_ids",
+)
+
+
+def check_same_env(urls: Sequence[str]) -> dict[str, Any]:
+    """The servers' facts, checked to be the same env (spec, split, memory, tools, budgets, events).
+
+    Raises:
+        ConfigError: Two servers serve different envs (their rollouts would not match the dataset's prompts).
+    """
+    first = fetch_facts(urls[0])
+    for url in urls[1:]:
+        facts = fetch_facts(url)
+        differ = [k for k in SAME_ENV_KEYS if facts.get(k) != first.get(k)]
+        if differ:
+            raise ConfigError(
+                f"{url} serves another env than {urls[0]} (differs in {differ}): serve one spec everywhere"
+            )
+    return first
+
+
 def remote_environment_factory(
     base_urls: str | Sequence[str], *, python: bool = False, **options: Any
 ) -> Callable[[], ForecastStepEnv]:
@@ -659,6 +699,7 @@ def remote_environment_factory(
     urls = [base_urls] if isinstance(base_urls, str) else list(base_urls)
     if not urls:
         raise ConfigError("remote_environment_factory needs at least one server URL")
+    check_same_env(urls)
     turn = itertools.count()
     cls = RemoteForecastStepEnvWithPython if python else RemoteForecastStepEnv
 

@@ -86,7 +86,9 @@ class ExperimentArguments:
         eval_sample: evaluate a seeded sample of this many held-out events (0: all).
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
-        eval_max_new_tokens: tokens per reply at evaluation.
+        eval_max_new_tokens: tokens per reply at evaluation; at least the teacher's longest turn, or the
+            fine-tuned model's reasoning is cut before its tool call (the compact teacher's turns: median 61
+            tokens, 95th percentile 325, longest 367 with SmolLM2's tokenizer).
         grpo_max_steps: GRPO optimizer steps (0 skips GRPO and its evaluation).
         grpo_num_generations: completions per prompt.
         grpo_max_completion_length: tokens per GRPO rollout, tool results included.
@@ -105,21 +107,21 @@ class ExperimentArguments:
     tools: list[str] = field(default_factory=lambda: ["search", "read", "submit_forecast"])
     max_tool_calls: int = 3
     max_turns: int = 4
-    teacher_sample: int = 0
+    teacher_sample: int = 40
     teacher_rollouts: int = 1
     best_of: int = 1
     max_tokens: int = 1024
-    sft_max_steps: int = 100
+    sft_max_steps: int = 45
     sft_epochs: float = 1.0
-    sft_batch_size: int = 2
+    sft_batch_size: int = 1
     sft_grad_accum: int = 4
-    sft_learning_rate: float = 1e-4
+    sft_learning_rate: float = 2e-4
     sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
     eval_events: list[str] = field(default_factory=list)
-    eval_sample: int = 0
-    eval_concurrency: int = 32
+    eval_sample: int = 6
+    eval_concurrency: int = 24
     eval_dtype: str = "auto"
-    eval_max_new_tokens: int = 160
+    eval_max_new_tokens: int = 384
     grpo_max_steps: int = 4
     grpo_num_generations: int = 4
     grpo_max_completion_length: int = 384

@@ -41,21 +41,21 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from forecast_dojo._version import __version__
-from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
+from forecast_dojo.actions import ToolCall
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError, EpisodeError, ResetError
 from forecast_dojo.events.sibling_leak import sibling_leak_audit
-from forecast_dojo.gateway import CutoffView, TemporalGateway
-from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments, normalize_message
-from forecast_dojo.records import StepRecord, ToolCallRecord
+from forecast_dojo.gateway import CutoffView
+from forecast_dojo.messages import ChatMessage, chat_message, normalize_message
+from forecast_dojo.records import StepRecord
 from forecast_dojo.sandbox import sandbox_python_runner
 from forecast_dojo.schema import Event
 from forecast_dojo.scoring import answer_matches, free_form_score, top1_accuracy
 from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import ForecastTools, ToolResult, call_tool
-from forecast_dojo.trajectory import LogSink, LogWriteError, run_id_for
+from forecast_dojo.turns import TurnEnv, budget_left, budget_left_space
 from forecast_dojo.world.calendar import Calendar, day_instant
 from forecast_dojo.world.prompts import day_prompt, world_system_prompt
 from forecast_dojo.world.spaces import (
@@ -78,7 +78,6 @@ from forecast_dojo.world.tools import (
 REWARD_MODES = ("per-day", "time-weighted", "final")
 SIBLING_LEAK_MODES = ("flag", "exclude")  # a question whose answer a co-open question's text names
 MAX_DAYS = 100_000
-RESULT_SUMMARY_CHARS = 300
 BUDGET_NOTE = "(Yesterday's budget ran out before you called next_day; the day ended there.)"
 
 PythonRunner = Callable[[str, datetime], tuple[str, "str | None"]]
@@ -123,7 +122,7 @@ class WorldBudgets:
             raise ConfigError(f"world budgets: max_python_seconds must be a positive number, got {seconds!r}")
 
 
-class WorldEnv(gym.Env[WorldObservation, Any]):
+class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
     """A gymnasium environment over a calendar of open questions (see the module docstring).
 
     Args:
@@ -187,8 +186,6 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         unknown = set(tools) - set(RESEARCH_TOOLS)
         if unknown:
             raise ConfigError(f"world tools must be a subset of {RESEARCH_TOOLS}, got {sorted(unknown)}")
-        if render_mode not in (None, "ansi"):
-            raise ConfigError(f"render_mode must be None or 'ansi', not {render_mode!r}")
         self.calendar = Calendar.from_events(events, start, end, skip_empty_days=skip_empty_days)
         self.sibling_leaks = self._audit_siblings()
         if sibling_leaks == "exclude" and self.sibling_leaks["leaking_ids"]:
@@ -206,21 +203,18 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         self.judge = (
             judge  # free-form paraphrases (e.g. forecast_dojo.world.judge.AnswerJudge); a grader only
         )
-        self.corpus = corpus
-        self.gateway = TemporalGateway(corpus, retriever)
-        self.memory = memory
+        self._set_up(corpus, retriever, memory, render_mode)
         self.reward_mode = reward
         self.budgets = budgets or WorldBudgets()
         self.research_tools = tuple(t for t in RESEARCH_TOOLS if t in tools)
         self.python_runner = python_runner if "python" in self.research_tools else None
-        self.render_mode = render_mode
         # Any question's screened documents stay hidden all episode: one view serves every open question.
         self._hidden = frozenset(doc for e in self.calendar.events for doc in e.excluded_doc_ids)
         self._by_id = {e.id: e for e in self.calendar.events}
         self._schemas = world_tool_schemas(memory, self.research_tools)
         self._system_prompt = world_system_prompt(memory, self._schemas)
         self._world_tools = tuple(n for n in WORLD_TOOLS if memory == "files" or n not in MEMORY_TOOLS)
-        self.run_metadata = {
+        metadata = {
             "package_version": __version__,
             "mode": "world",
             "calendar": {
@@ -245,10 +239,7 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
             },
             **(run_metadata or {}),
         }
-        self.run_id = run_id_for(self.run_metadata)
-        self.agent_name: str | None = self.run_metadata.get("agent")
-        self._log_dir = Path(log_dir) if log_dir is not None else None
-        self._log: LogSink | None = None
+        self._open_run(metadata, log_dir)
         self.action_space = AssistantTurn()
         self.observation_space = cast(
             "spaces.Space[WorldObservation]",
@@ -262,12 +253,7 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
                     "forecasts": StandingForecasts(),
                     "memory": UnicodeText(max_length=16),
                     "memory_files": MemoryFiles(),
-                    "budget_left": spaces.Dict(
-                        {
-                            "tool_calls": spaces.Discrete(self.budgets.max_tool_calls + 1),
-                            "turns": spaces.Discrete(self.budgets.max_turns + 1),
-                        }
-                    ),
+                    "budget_left": budget_left_space(self.budgets.max_tool_calls, self.budgets.max_turns),
                 }
             ),
         )
@@ -276,23 +262,10 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
 
     # ------------------------------------------------------------------ public API
 
-    def tool_schemas(self) -> list[dict[str, Any]]:
-        """OpenAI-style schemas of the enabled tools, generated from the tool functions."""
-        return copy.deepcopy(self._schemas)
-
-    def conversation(self) -> list[ChatMessage]:
-        """The current day's whole transcript so far (system, prompt, turns, tool results)."""
-        return copy.deepcopy(self._messages)
-
     @property
     def day(self) -> date:
         """The current simulated day."""
         return self.calendar.days[self._day_index]
-
-    @property
-    def log_dir(self) -> Path | None:
-        """The trajectory log directory, or None."""
-        return self._log_dir
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -344,23 +317,10 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
             raise EpisodeError("the episode is over (or never started): call reset() first")
         self._turns += 1
         self._episode_turns += 1
-        parsed = parse_action(action, id_prefix=f"call_{self._day_index}_{self._turns}_")
-        self._messages.append(parsed.message())
-        self._add_usage(parsed)
-        new: list[ChatMessage] = []
-        if parsed.error:
-            new.append(chat_message("user", f"Error: {parsed.error}"))
-        for call in parsed.tool_calls:
-            if self._tools.advance:
-                new.append(self._tool_message(call, "not run: the day already ended with next_day"))
-                continue
-            result = self._run_tool(call)
-            text = (
-                result.content
-                if result.error is None
-                else f"Error: {result.error}\n{result.content}".rstrip("\n")
-            )
-            new.append(self._tool_message(call, text))
+        parsed = self._parse_turn(action, f"call_{self._day_index}_{self._turns}_")
+        new, _ = self._run_calls(
+            parsed, self._run_tool, lambda _: self._tools.advance, "the day already ended with next_day"
+        )
         if not parsed.tool_calls and not parsed.error:
             new.append(
                 chat_message(
@@ -383,23 +343,6 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
             new.append(notice)
         return self._observation(new), 0.0, False, False, self._info(day_ended=False)
 
-    def render(self) -> str | None:
-        """The current day's transcript as text (``render_mode="ansi"``), else None."""
-        if self.render_mode != "ansi":
-            return None
-        return "\n\n".join(f"[{m['role']}] {m['content']}" for m in self._messages)
-
-    def close(self) -> None:
-        """Close the trajectory log, if any."""
-        if self._log is not None:
-            log, self._log = self._log, None
-            try:
-                log.close()
-            except LogWriteError as err:
-                import warnings
-
-                warnings.warn(str(err), RuntimeWarning, stacklevel=2)
-
     def _audit_siblings(self) -> dict[str, Any]:
         """The cross-question leak audit over questions open on a common day (researcher-facing)."""
         spans = {e.id: self.calendar.span(e.id) for e in self.calendar.events}
@@ -418,8 +361,8 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
         self._turns = 0
         self._tool_calls = 0
         self._forced = False
-        self._usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": None}
-        self._tool_log: list[ToolCallRecord] = []
+        self._usage = {"prompt_tokens": None, "completion_tokens": None}
+        self._tool_log = []
         self._day_started = time.perf_counter()
         self._open = {e.id: e for e in self.calendar.open_on(day)}
         instant = day_instant(day)
@@ -485,16 +428,7 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
                     self._view.assert_before_cutoff(result.max_available_us)
             else:
                 result = call_tool(self._tools.functions(), call.name, call.arguments)
-        self._tool_log.append(
-            ToolCallRecord(
-                id=call.id,
-                name=call.name,
-                arguments=decoded_arguments(call.raw_arguments),
-                result=(result.content or "")[:RESULT_SUMMARY_CHARS],
-                doc_ids=list(result.doc_ids),
-                error=result.error,
-            )
-        )
+        self._log_call(call, result)
         return result
 
     def _score_day(self, index: int, flags: list[str]) -> tuple[float, list[StepRecord], dict[str, float]]:
@@ -622,20 +556,10 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
     def _write(self, record: StepRecord) -> tuple[bool, str | None]:
         if self._log_dir is None:
             return True, None
-        if self._log is None:
-            self._log = LogSink(self._log_dir, self.run_metadata, run_id=self.run_id)
-        outcome = self._log.write(record)
+        outcome = self._log_record(record)
         return outcome.written, None if outcome.written else outcome.message()
 
-    def _add_usage(self, parsed: ParsedAction) -> None:
-        for key, value in parsed.usage.items():
-            self._usage[key] = (self._usage[key] or 0) + value
-
     # ------------------------------------------------------------------ observation helpers
-
-    @staticmethod
-    def _tool_message(call: ToolCall, content: str) -> ChatMessage:
-        return chat_message("tool", content, tool_call_id=call.id, name=call.name)
 
     def _open_questions(self) -> list[OpenQuestion]:
         day = self.day
@@ -666,10 +590,13 @@ class WorldEnv(gym.Env[WorldObservation, Any]):
             "forecasts": self._open_forecasts(),
             "memory": self.memory,
             "memory_files": dict(self._memory_files),
-            "budget_left": {
-                "tool_calls": 0 if self._forced else max(0, self.budgets.max_tool_calls - self._tool_calls),
-                "turns": max(0, self.budgets.max_turns - self._turns),
-            },
+            "budget_left": budget_left(
+                self.budgets.max_tool_calls,
+                self.budgets.max_turns,
+                self._tool_calls,
+                self._turns,
+                self._forced,
+            ),
         }
 
     def _info(self, *, day_ended: bool, **extra: Any) -> dict[str, Any]:

@@ -68,8 +68,7 @@ def make_world(
         SpecError: An unknown spec, or its data not built (the message names the command that builds it).
         ConfigError: Bad world options.
     """
-    from forecast_dojo.corpus.retrieval import make_retriever
-    from forecast_dojo.registration import _corpus, _data_paths, _embedder, _split_events, resolve_spec
+    from forecast_dojo.registration import _spec_data, resolve_spec
     from forecast_dojo.world.env import WorldEnv
     from forecast_dojo.world.oracle import free_form_variant
     from forecast_dojo.world.tools import RESEARCH_TOOLS
@@ -79,31 +78,17 @@ def make_world(
     if isinstance(resolved.event_ids, list):
         resolved = dataclasses.replace(resolved, event_ids=tuple(resolved.event_ids))
     resolved.validate()
-    events_path, corpus_path = _data_paths(resolved)
-    events, split = _split_events(resolved, events_path, default_split)
+    if free_form and resolved.world != "synthetic":
+        raise ConfigError("free_form=True makes free-form variants of the synthetic world's questions only")
+    events, corpus, retriever, env_spec = _spec_data(resolved, default_split)
     if free_form:
-        if resolved.world != "synthetic":
-            raise ConfigError(
-                "free_form=True makes free-form variants of the synthetic world's questions only"
-            )
         events = [free_form_variant(e) if len(e.outcomes) > 2 else e for e in events]
-    corpus = _corpus(corpus_path)
-    embedder = _embedder(resolved.embedder or corpus.embedder_name)
-    retriever = make_retriever(resolved.retriever, corpus, embedder, **resolved.retriever_options)
     options.setdefault("tools", tuple(t for t in RESEARCH_TOOLS if t in resolved.tools))
     for name in ("start", "end"):
         options[name] = _day(options.get(name), name)
+    env_spec.pop("train_events", None)  # not part of a world run's identity (its run id stays as it was)
     metadata = {
-        "env_spec": {
-            "name": resolved.name,
-            "world": resolved.world,
-            "seed": resolved.seed,
-            "events": str(events_path),
-            "corpus": str(corpus_path),
-            "retriever": resolved.retriever,
-            "split": split,
-            **({"free_form": True} if free_form else {}),
-        },
+        "env_spec": {**env_spec, **({"free_form": True} if free_form else {})},
         **options.pop("run_metadata", {}),
     }
     return WorldEnv(events, corpus, retriever, run_metadata=metadata, name=resolved.name, **options)

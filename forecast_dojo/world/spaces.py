@@ -5,15 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any, TypedDict
 
-import numpy as np
-from gymnasium.spaces import Space
-
 from forecast_dojo.messages import ChatMessage
-from forecast_dojo.schema import MAX_EVENT_ID_CHARS, MAX_LABEL_CHARS, MAX_OUTCOMES, MAX_QUESTION_CHARS
-from forecast_dojo.spaces import BudgetLeft, UnicodeText
+from forecast_dojo.schema import (
+    MAX_EVENT_ID_CHARS,
+    MAX_FREE_FORM_OUTCOMES,
+    MAX_LABEL_CHARS,
+    MAX_OUTCOMES,
+    MAX_QUESTION_CHARS,
+)
+from forecast_dojo.spaces import BudgetLeft, TextSpace, UnicodeText
 
 MAX_OPEN_QUESTIONS = 4_096
-MAX_FREE_FORM_OUTCOMES = 20  # outcomes one free-form forecast may propose
 MAX_MEMORY_CHARS = 4_000  # one day's memory file
 MAX_MEMORY_FILES = 100_000
 
@@ -51,11 +53,8 @@ class WorldObservation(TypedDict):
     budget_left: BudgetLeft
 
 
-class OpenQuestions(Space[list]):
+class OpenQuestions(TextSpace[list]):
     """A list of :class:`OpenQuestion` dicts within the events schema's size limits."""
-
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a list of open-question dicts with the documented keys and sizes."""
@@ -97,20 +96,9 @@ class OpenQuestions(Space[list]):
             )
         return out
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text cannot be flattened to a numpy array."""
-        return False
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OpenQuestions)
-
-
-class StandingForecasts(Space[dict]):
+class StandingForecasts(TextSpace[dict]):
     """``{question_id: {outcome: probability}}``: probabilities in [0, 1], labels within the schema's limits."""
-
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` is a mapping of question ids to label -> probability mappings."""
@@ -133,20 +121,9 @@ class StandingForecasts(Space[dict]):
         p = float(self.np_random.random())
         return {"q0": {"Yes": p, "No": 1.0 - p}}
 
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: not an array."""
-        return False
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, StandingForecasts)
-
-
-class MemoryFiles(Space[dict]):
+class MemoryFiles(TextSpace[dict]):
     """``{"YYYY-MM-DD": text}``: the dated memory files the agent wrote (each at most :data:`MAX_MEMORY_CHARS`)."""
-
-    def __init__(self, seed: int | np.random.Generator | None = None) -> None:
-        super().__init__(dtype=object, seed=seed)
 
     def contains(self, x: Any) -> bool:
         """Whether ``x`` maps ISO dates to texts within the size cap."""
@@ -162,11 +139,3 @@ class MemoryFiles(Space[dict]):
     def sample(self, mask: Any = None, probability: Any = None) -> dict[str, str]:
         """One random file."""
         return {"2031-01-01": UnicodeText(max_length=64, seed=int(self.np_random.integers(2**31))).sample()}
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        """False: text is not an array."""
-        return False
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MemoryFiles)

@@ -13,69 +13,24 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import math
 import typing
 from collections.abc import Callable
 from datetime import date
 from typing import Any
 
 from forecast_dojo.errors import NotFoundError, StateError
-from forecast_dojo.schema import MAX_LABEL_CHARS, Event
-from forecast_dojo.scoring import normalize_answer
+from forecast_dojo.schema import Event
+from forecast_dojo.scoring import read_free_form
 from forecast_dojo.tools import ToolResult, read_probabilities, tool_schemas
 from forecast_dojo.untrusted import preview
 from forecast_dojo.world.calendar import Calendar
-from forecast_dojo.world.spaces import MAX_FREE_FORM_OUTCOMES, MAX_MEMORY_CHARS
+from forecast_dojo.world.spaces import MAX_MEMORY_CHARS
 
 RESEARCH_TOOLS = ("search", "read", "python")
 WORLD_TOOLS = ("read_question", "submit_forecasts", "next_day", "write_memory", "read_memory")
 MEMORY_TOOLS = ("write_memory", "read_memory")
 NEXT_DAY = "next_day"
-FREE_FORM_TOLERANCE = 1e-6
 MEMORY_MODES = ("none", "files")
-
-
-def read_free_form(value: Any) -> tuple[dict[str, float] | None, str | None]:
-    """A free-form forecast as the env reads it: ``{outcome: p}``, each p in [0, 1], summing to at most 1.
-
-    Outcomes are non-empty labels of at most :data:`~forecast_dojo.schema.MAX_LABEL_CHARS` characters,
-    at most :data:`~forecast_dojo.world.spaces.MAX_FREE_FORM_OUTCOMES` of them, distinct up to
-    :func:`~forecast_dojo.scoring.normalize_answer` (so two spellings of one name are one outcome).
-
-    Args:
-        value: The decoded argument (anything a model can write).
-
-    Returns:
-        ``(forecast, None)`` when valid, else ``(None, error)``.
-    """
-    if not isinstance(value, dict):
-        return None, "a free-form forecast must be an object {outcome: probability}"
-    if len(value) > MAX_FREE_FORM_OUTCOMES:
-        return None, f"at most {MAX_FREE_FORM_OUTCOMES} proposed outcomes, got {len(value)}"
-    out: dict[str, float] = {}
-    seen: dict[str, str] = {}
-    for label, p in value.items():
-        if not isinstance(label, str) or not label.strip() or len(label) > MAX_LABEL_CHARS:
-            return None, f"outcomes must be non-empty labels of at most {MAX_LABEL_CHARS} characters"
-        key = normalize_answer(label)
-        if not key:
-            return None, f"outcome {preview(label)} has no letters or digits"
-        if key in seen:
-            return None, f"outcomes {preview(seen[key])} and {preview(label)} name the same thing"
-        seen[key] = label
-        if isinstance(p, bool) or not isinstance(p, (int, float)):
-            return None, f"probability of {preview(label)} must be a number, got {preview(p)}"
-        try:
-            number = float(p)
-        except OverflowError:  # an integer beyond the float range
-            number = math.inf
-        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-            return None, f"probability of {preview(label)} must be in [0, 1], got {preview(p)}"
-        out[label] = number
-    total = sum(out.values())
-    if total > 1.0 + FREE_FORM_TOLERANCE:
-        return None, f"probabilities sum to {total:.6g}; they may sum to less than 1, never more"
-    return out, None
 
 
 class WorldTools:

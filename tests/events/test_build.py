@@ -124,10 +124,8 @@ def test_cli_build_writes_files_and_reports(
     polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     make_corpus(tmp_path, world_docs())
-    config_file = tmp_path / "config.json"
-    config_file.write_text(
-        json.dumps({"selection": {"min_faithful_fraction": 0.5, "max_unfaithful_run_days": 20}})
-    )
+    config_file = tmp_path / "config.toml"
+    config_file.write_text("[selection]\nmin_faithful_fraction = 0.5\nmax_unfaithful_run_days = 20\n")
     argv = ["events", "build", "--polymarket", str(polymarket_export), "--corpus", str(tmp_path / "corpus")]
     argv += [
         "--out",
@@ -153,7 +151,7 @@ def test_cli_build_writes_files_and_reports(
     assert report["config"]["schedule"]["seed"] == 3
     assert run_cli(argv) == 2  # refuses to overwrite
     assert "already holds" in capsys.readouterr().err
-    config_file.write_text(json.dumps({"selection": {"min_horizon": 3}}))
+    config_file.write_text("[selection]\nmin_horizon = 3\n")
     assert run_cli([*argv, "--overwrite"]) == 2
     assert "unknown option 'min_horizon'" in capsys.readouterr().err
 
@@ -270,8 +268,8 @@ def test_cli_strict_refuses_a_build_that_keeps_almost_nothing(
     polymarket_export: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     make_corpus(tmp_path, world_docs())
-    config_file = tmp_path / "config.json"
-    config_file.write_text(json.dumps({"selection": {"evidence_min_documents": 1000}}))
+    config_file = tmp_path / "config.toml"
+    config_file.write_text("[selection]\nevidence_min_documents = 1000\n")
     argv = ["events", "build", "--polymarket", str(polymarket_export), "--corpus", str(tmp_path / "corpus")]
     argv += ["--train-window", "2029-01-01:2029-12-31", "--eval-window", "2030-01-01:2030-12-31"]
     argv += ["--config", str(config_file), "--no-progress"]
@@ -284,7 +282,7 @@ def test_cli_strict_refuses_a_build_that_keeps_almost_nothing(
     assert "warning: events build keeps 0 of 4" in captured.out  # also in the printed summary
 
 
-def test_config_file_is_toml_and_earlier_formats_still_read(tmp_path: Path) -> None:
+def test_config_file_is_toml_and_other_formats_get_a_clear_error(tmp_path: Path) -> None:
     from forecast_dojo.errors import BuildConfigError, InputNotFoundError
     from forecast_dojo.events.build import load_config_file
 
@@ -292,16 +290,18 @@ def test_config_file_is_toml_and_earlier_formats_still_read(tmp_path: Path) -> N
     (tmp_path / "c.toml").write_text(
         '[selection]\nmin_faithful_fraction = 0.5\n[schedule]\nhorizon = "close"\n'
     )
+    assert load_config_file(tmp_path / "c.toml") == expected
     (tmp_path / "c.json").write_text(json.dumps(expected))
     (tmp_path / "c.yaml").write_text(
         "selection:\n  min_faithful_fraction: 0.5\nschedule:\n  horizon: close\n"
     )
-    for name in ("c.toml", "c.json", "c.yaml"):
-        assert load_config_file(tmp_path / name) == expected
+    for name, kind in (("c.json", "JSON"), ("c.yaml", "YAML")):
+        with pytest.raises(
+            BuildConfigError, match=f"c.{kind.lower()}: events build configs are TOML .*not {kind}"
+        ):
+            load_config_file(tmp_path / name)
     for name, text, message in (
         ("bad.toml", "[selection\n", "not valid TOML"),
-        ("bad.json", "{", "not valid JSON"),
-        ("bad.yaml", "a: [", "not valid YAML"),
         ("list.toml", "selection = 3\n", "must be a mapping"),
     ):
         (tmp_path / name).write_text(text)

@@ -18,7 +18,7 @@ from tests.conftest import REPO_ROOT, tiny_llama
 EXAMPLES = REPO_ROOT / "examples"
 
 
-def run_example(name: str, *args: str, cache: Path) -> subprocess.CompletedProcess:
+def run_example(name: str, *args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     environment = {**os.environ, "FORECAST_DOJO_CACHE": str(cache), "NO_PROXY": "127.0.0.1,localhost"}
     environment["PYTHONPATH"] = str(REPO_ROOT)  # this tree's forecast_dojo, whatever is installed
     return subprocess.run(
@@ -27,7 +27,7 @@ def run_example(name: str, *args: str, cache: Path) -> subprocess.CompletedProce
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -170,12 +170,61 @@ def test_world_loop(synthetic_cache, tmp_path):
         str(out),
         "--figure",
         str(tmp_path / "world.png"),
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--memory",
+        "none",
+        "files",
         cache=synthetic_cache,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines()[0].startswith("forecaster")
     rows = json.loads(out.read_text())
-    assert set(rows) == {"world-scripted", "world-uniform", "world-idle", "oracle"}
-    assert rows["world-idle"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
-    assert rows["world-scripted"]["skill"][0] > rows["world-uniform"]["skill"][0]
+    agents = ("world-scripted", "world-uniform", "world-idle")
+    assert set(rows) == {f"{a}/{m}" for a in agents for m in ("none", "files")} | {"oracle"}
+    assert rows["world-idle/none"]["skill"][0] == 0.0 and rows["oracle"]["regret"][0] == 0.0
+    assert rows["world-scripted/none"]["skill"][0] > rows["world-uniform/none"]["skill"][0]
     assert (tmp_path / "world.png").read_bytes().startswith(b"\x89PNG")
+    # the logs make a report: the same numbers, and memory files vs memory-free paired
+    from forecast_dojo.evaluation.report import write_report
+
+    world = write_report([tmp_path / "logs"], tmp_path / "report", plots=False)["world"]
+    assert set(world["forecasters"]) == set(rows) - {"oracle"}
+    for name, summary in world["forecasters"].items():
+        assert summary["skill"] == pytest.approx(rows[name]["skill"])
+    assert {tuple(c["a"]) for c in world["comparisons"]} == {(a, "files") for a in agents}
+
+
+@pytest.mark.slow
+def test_grpo_remote(make_tiny_env, tmp_path):
+    """The TRL example against two servers on 127.0.0.1: one GRPO step whose rollouts run on them."""
+    pytest.importorskip("trl")
+    pytest.importorskip("openenv")
+    llm = pytest.importorskip("forecast_dojo.agents.llm")
+    from forecast_dojo.integrations.openenv import BackgroundServer, create_app
+
+    try:
+        tokenizer = llm.load_tokenizer("smollm2")
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    student = llm.save_checkpoint(tiny_llama(len(tokenizer)), tokenizer, tmp_path / "student")
+    sessions: list[object] = []
+
+    def make_env():
+        sessions.append(None)
+        return make_tiny_env(memory="none", split="train")
+
+    with BackgroundServer(create_app(make_env)) as first, BackgroundServer(create_app(make_env)) as second:
+        result = run_example(
+            "grpo_remote.py",
+            "--servers", first.url, second.url, "--model", str(student), "--out", str(tmp_path / "grpo"),
+            "--events", "harbor", "--max-steps", "1", "--num-generations", "2",
+            "--max-completion-length", "16", "--max-tool-calling-iterations", "1",
+            cache=tmp_path, timeout=1200,  # torch + TRL start slowly on a loaded machine
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(
+        r"GRPO: 1 optimizer steps on 3 prompts through 2 server\(s\); mean reward -1\.0000", result.stdout
+    )
+    assert (tmp_path / "grpo" / "model" / "config.json").exists()
+    assert len(sessions) >= 2 + 2  # a probe env per server, then sessions on both

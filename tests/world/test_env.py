@@ -254,3 +254,39 @@ def test_gym_ids(synthetic_cache, monkeypatch):
     monkeypatch.setenv("HOME", "/nonexistent-home")  # the real events are not built there
     with pytest.raises(SpecError, match="events build|corpus build"):
         gym.make("forecast_dojo/ForecastBench-WCE-Sim-v0")
+
+
+@pytest.mark.slow
+def test_a_scripted_agent_plays_a_whole_calendar_under_check_env_and_in_a_vector_env(
+    synthetic_cache, monkeypatch
+):
+    import forecast_dojo  # noqa: F401  (registers the ids)
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+
+    def factory():  # gym.make: the PassiveEnvChecker and OrderEnforcing wrappers around the whole train calendar
+        return gym.make("forecast_dojo/SyntheticSim-v0", embedder="hashing", python_runner=None)
+
+    env = factory()
+    check_env(env.unwrapped, skip_render_check=True)
+    n_days = len(env.unwrapped.calendar.days)
+    _, rewards, info = play(env, WorldScriptedAgent())
+    env.close()
+    expected = sum(v for days in info["scores"].values() for v in days.values())
+    assert sum(rewards) == pytest.approx(expected) and info["day_index"] == n_days - 1
+
+    envs = gym.vector.SyncVectorEnv([factory, factory])
+    agents = [WorldScriptedAgent(), WorldScriptedAgent()]
+    obs, _ = envs.reset(seed=0)
+    totals, finished, steps = [0.0, 0.0], [False, False], 0
+    while not all(finished):
+        actions = tuple(agents[i].act(unbatch(obs, i)) for i in range(2))
+        obs, step_rewards, terminated, truncated, _ = envs.step(actions)
+        steps += 1
+        for i in range(2):
+            if not finished[i]:
+                totals[i] += float(step_rewards[i])
+            finished[i] = finished[i] or bool(terminated[i])
+        assert steps < 20 * n_days
+    envs.close()
+    assert totals == pytest.approx([expected, expected])
