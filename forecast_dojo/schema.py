@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -458,6 +458,24 @@ def check_distribution(values: Sequence[float], k: int, *, where: str = "distrib
 # ---------------------------------------------------------------- events on disk (JSONL or parquet)
 
 
+def decode_json_text(value: Any, error: Callable[[json.JSONDecodeError], Exception]) -> Any:
+    """A field that may arrive JSON-encoded as a string: the decoded string, any other value as is.
+
+    Args:
+        value: The field's value.
+        error: Makes the error to raise when the string is not valid JSON (raised from the decode error).
+
+    Returns:
+        The decoded value when ``value`` is a string, else ``value``.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as err:
+        raise error(err) from err
+
+
 def event_to_record(event: Event) -> dict[str, Any]:
     """The documented JSON form of an event (format version ``EVENTS_FORMAT_VERSION``).
 
@@ -599,12 +617,10 @@ def event_from_record(record: dict[str, Any]) -> Event:
     url = record.get("url")
     if url is not None and not isinstance(url, str):
         raise SchemaError(f"event {rid!r}: field 'url' must be a string or null, got {preview(url)}")
-    extra = record.get("extra") or {}
-    if isinstance(extra, str):
-        try:
-            extra = json.loads(extra)
-        except json.JSONDecodeError as err:
-            raise SchemaError(f"event {rid!r}: field 'extra' is not valid JSON ({err})") from err
+    extra = decode_json_text(
+        record.get("extra") or {},
+        lambda err: SchemaError(f"event {rid!r}: field 'extra' is not valid JSON ({err})"),
+    )
     if not isinstance(extra, dict):
         raise SchemaError(f"event {rid!r}: field 'extra' must be a JSON object, got {preview(extra)}")
     return Event(

@@ -419,3 +419,14 @@ def test_a_missing_events_file_is_a_forecast_dojo_error(tmp_path):
         with pytest.raises(FileNotFoundError, match="events file not found") as err:
             load_events(path)
         assert isinstance(err.value, ForecastDojoError)
+
+
+def test_decode_json_text_decodes_strings_only_and_raises_the_callers_error() -> None:
+    from forecast_dojo.schema import decode_json_text
+
+    assert decode_json_text('{"a": [1, 2]}', lambda err: ValueError(str(err))) == {"a": [1, 2]}
+    value = {"already": "decoded"}
+    assert decode_json_text(value, lambda err: ValueError(str(err))) is value
+    with pytest.raises(SchemaError, match="bad field") as info:
+        decode_json_text("{not json", lambda err: SchemaError(f"bad field ({err.msg})"))
+    assert isinstance(info.value.__cause__, json.JSONDecodeError)

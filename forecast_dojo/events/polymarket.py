@@ -36,7 +36,7 @@ from forecast_dojo.errors import InputNotFoundError
 from forecast_dojo.errors import PolymarketError as PolymarketError
 from forecast_dojo.events.result import ImportResult
 from forecast_dojo.events.texts import clean_text, strip_notes
-from forecast_dojo.schema import Event, MarketPoint
+from forecast_dojo.schema import Event, MarketPoint, decode_json_text
 from forecast_dojo.timeutil import InstantError, iso, parse_instant
 
 WINNER_MIN_PRICE = 0.99
@@ -71,12 +71,10 @@ def decode_list(value: object, *, where: str) -> list[Any] | None:
     """A Gamma list field that may arrive JSON-encoded as a string; None when absent or empty."""
     if value is None or value == "":
         return None
-    if isinstance(value, str):
-        text = value
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise PolymarketError(f"{where}: not a JSON list: {text[:80]!r}") from err
+    text = value
+    value = decode_json_text(
+        value, lambda _: PolymarketError(f"{where}: not a JSON list: {str(text)[:80]!r}")
+    )
     if not isinstance(value, list):
         raise PolymarketError(f"{where}: expected a list, got {type(value).__name__}")
     return value or None

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from forecast_dojo.errors import UsageError
+from forecast_dojo.schema import decode_json_text
 
 
 class JsonObject(dict[str, Any]):
@@ -20,10 +20,8 @@ class JsonObject(dict[str, Any]):
 
     def __init__(self, value: str | dict[str, Any] | None = None) -> None:
         if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as err:
-                raise UsageError(f"not JSON: {value!r} ({err})") from err
+            text = value
+            value = decode_json_text(text, lambda err: UsageError(f"not JSON: {text!r} ({err})"))
             if not isinstance(value, dict):
                 raise UsageError(f"expected a JSON object such as '{{\"bf16\": true}}', got {value!r}")
         super().__init__(value or {})
