@@ -92,7 +92,7 @@ def test_decode_list_accepts_strings_and_lists_and_names_bad_fields() -> None:
     assert decode_list('["Yes", "No"]', where="x") == ["Yes", "No"]
     assert decode_list(["a"], where="x") == ["a"]
     assert decode_list("", where="x") is None
-    with pytest.raises(PolymarketError, match="market 9 outcomes"):
+    with pytest.raises(PolymarketError, match=r"market 9 outcomes: not a JSON list: '\[not json'"):
         decode_list("[not json", where="market 9 outcomes")
     with pytest.raises(PolymarketError, match="expected a list"):
         decode_list('{"a": 1}', where="m")
