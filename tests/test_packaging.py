@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from tests.conftest import REPO_ROOT, tiny_events
-from tests.venvs import make_venv
+from tests.venvs import make_venv, pip_install
 
 SCRIPT = textwrap.dedent(
     """
@@ -79,23 +79,9 @@ def test_wheel_installs_and_every_spec_makes_an_env(tmp_path, tiny_corpus_dir, s
     wheel = next(dist.glob("forecast_dojo-*.whl"))
     venv = tmp_path / "venv"
     python = make_venv(venv)  # sees this environment's packages, also when that is itself a virtualenv
-    subprocess.run(
-        # --ignore-installed: this environment may already hold forecast_dojo 0.1.0 (an editable install),
-        # which pip would call "already satisfied", installing nothing.
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--ignore-installed",
-            "-q",
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    # --ignore-installed: this environment may already hold forecast_dojo 0.1.0 (an editable install),
+    # which pip would call "already satisfied", installing nothing.
+    pip_install(python, "--no-deps", "--no-index", "--ignore-installed", "-q", str(wheel))
     corpus = shutil.copytree(tiny_corpus_dir, tmp_path / "corpus")  # hybrid retrieval needs a BM25 index
     build_indexes(Corpus.load(corpus), dense=None, bm25=True, progress=False)
     save_events(tiny_events(), tmp_path / "events.jsonl")

@@ -27,7 +27,7 @@ import pytest
 
 from forecast_dojo import sandbox
 from forecast_dojo.sandbox import SandboxLimits, run_python, sandbox_available
-from tests.venvs import make_venv
+from tests.venvs import make_venv, pip_install
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = SandboxLimits(timeout_s=5.0, memory_mb=256)
@@ -779,8 +779,7 @@ def test_forecast_dojo_is_invisible_from_a_wheel_install(tmp_path: Path) -> None
     python = str(make_venv(venv))  # sees this environment's packages, also when that is itself a virtualenv
     # --ignore-installed: the environment this test runs in may already hold forecast_dojo 0.1.0 (an
     # editable install), and pip would then call the wheel "already satisfied" and install nothing.
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
-                   check=True, timeout=300)  # fmt: skip
+    pip_install(Path(python), "-q", "--no-deps", "--ignore-installed", str(wheel))
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "world.json").write_text('{"outcome": "YES"}')

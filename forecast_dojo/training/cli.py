@@ -72,26 +72,36 @@ def register_training(subparsers: argparse._SubParsersAction) -> None:
     from forecast_dojo.training.grpo import GRPOArguments
     from forecast_dojo.training.sft import SFTArguments
 
-    sft = subparsers.add_parser(
-        "sft",
-        help="fine-tune a model on exported trajectories with TRL's SFTTrainer",
-        description="Supervised fine-tuning with TRL's SFTTrainer on export directories (forecast-dojo export sft) "
-        "or trajectory logs (exported on the fly); saves a checkpoint that forecast-dojo run --agents hf:<dir> "
-        "plays. Every flag is a field of SFTArguments; python training/sft.py takes the same flags.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    add_dataclass_arguments(sft, SFTArguments, flags=SFT_FLAGS, style="trl")
-    sft.set_defaults(func=sft_command)
-    grpo = subparsers.add_parser(
-        "grpo",
-        help="GRPO with TRL's GRPOTrainer, the environment as tools and reward",
-        description="GRPO on the forecast steps of a spec's training split (one prompt per step, the env's tools, "
-        "the step's proper score as reward); saves a checkpoint that forecast-dojo run --agents hf:<dir> plays. "
-        "Every flag is a field of GRPOArguments; python training/grpo.py takes the same flags.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    add_dataclass_arguments(grpo, GRPOArguments, flags=GRPO_FLAGS, style="trl")
-    grpo.set_defaults(func=grpo_command)
+    for name, cls, flags, func, text, description in (
+        (
+            "sft",
+            SFTArguments,
+            SFT_FLAGS,
+            sft_command,
+            "fine-tune a model on exported trajectories with TRL's SFTTrainer",
+            "Supervised fine-tuning with TRL's SFTTrainer on export directories (forecast-dojo export sft) "
+            "or trajectory logs (exported on the fly); saves a checkpoint that forecast-dojo run --agents hf:<dir> "
+            "plays.",
+        ),
+        (
+            "grpo",
+            GRPOArguments,
+            GRPO_FLAGS,
+            grpo_command,
+            "GRPO with TRL's GRPOTrainer, the environment as tools and reward",
+            "GRPO on the forecast steps of a spec's training split (one prompt per step, the env's tools, "
+            "the step's proper score as reward); saves a checkpoint that forecast-dojo run --agents hf:<dir> plays.",
+        ),
+    ):
+        parser = subparsers.add_parser(
+            name,
+            help=text,
+            description=f"{description} Every flag is a field of {cls.__name__}; python training/{name}.py "
+            "takes the same flags.",
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        add_dataclass_arguments(parser, cls, flags=flags, style="trl")
+        parser.set_defaults(func=func)
 
 
 def export_sft_command(args: argparse.Namespace) -> int:
