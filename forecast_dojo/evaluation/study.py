@@ -415,7 +415,7 @@ def run_study(
         for file in (STUDY_FILE, REFERENCES_FILE, EVIDENCE_FILE):
             (out / file).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
-    (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
+    _write_study_file(out, study)
     ordered = sorted(modes, key=lambda m: STUDY_MODES[m].control is not None)  # controls last
     played = reused = 0
     logs = []
@@ -469,7 +469,7 @@ def _note_control(out: Path, study: dict[str, Any], name: str, planned: int, ski
         "planned": planned,
         "skipped": skipped,
     }
-    (out / STUDY_FILE).write_text(json.dumps(study, indent=2, sort_keys=True, default=str))
+    _write_study_file(out, study)
     unexpected = {reason: n for reason, n in skipped.items() if reason != STALE_FIRST}
     if unexpected:
         reasons = "; ".join(f"{n} step(s): {reason}" for reason, n in sorted(unexpected.items()))
@@ -546,6 +546,41 @@ def _run_jobs(
 def write_references(out: str | Path, records: Sequence[StepRecord]) -> Path:
     """Write reference forecasters' records to ``<out>/references.jsonl`` (replacing it)."""
     return save_records(Path(out) / REFERENCES_FILE, records)
+
+
+def _write_study_file(out: Path, study: dict[str, Any]) -> None:
+    """Write ``study.json``, keeping the agents and modes of earlier runs of the same study.
+
+    Several ``forecast-dojo run`` invocations may fill one study folder (one per agent or mode, at once
+    or one after another): when the folder's ``study.json`` describes the same study (every key but
+    ``agents`` and ``modes`` equal), the new file lists the union of both runs' agents and modes, so
+    :func:`study_rows` and the report read every log (the controls' notes are merged too); a study
+    of other events or another seed replaces it. The read-merge-write holds an exclusive lock, so concurrent runs do not lose each
+    other's entries.
+    """
+    import fcntl
+
+    path = out / STUDY_FILE
+    with open(out / (STUDY_FILE + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            earlier = json.loads(path.read_text()) if path.is_file() else None
+        except (OSError, ValueError):
+            earlier = None
+        mine = json.loads(json.dumps(study, default=str))  # as it is stored (dates as strings)
+        merged_keys = ("agents", "modes", "controls")
+        if isinstance(earlier, dict) and all(
+            earlier.get(key) == value for key, value in mine.items() if key not in merged_keys
+        ):
+            for key in ("agents", "modes"):
+                merged = list(earlier.get(key) or [])
+                mine[key] = merged + [item for item in mine[key] if item not in merged]
+            controls = {**(earlier.get("controls") or {}), **(mine.get("controls") or {})}
+            if controls:
+                mine["controls"] = controls
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(mine, indent=2, sort_keys=True))
+        tmp.replace(path)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:

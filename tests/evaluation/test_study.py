@@ -174,3 +174,25 @@ def test_evaluate_step_replays_one_step_from_a_given_notebook(make_synthetic_env
     }
     record = evaluate_step(env, EvidenceAgent(), event.id, 2, notebook=notebook)
     assert record.step == 2 and json.loads(record.notebook_in)["evidence"] == []
+
+
+def test_runs_one_per_agent_and_mode_fill_one_study(make_synthetic_env, tmp_path):
+    """Two runs into one folder (another agent, another mode) leave a study.json that lists both."""
+    make = make_env_factory(make_synthetic_env)
+    events = sorted(make("none", {}).events, key=lambda e: e.id)[:2]
+    run_study(tmp_path, {"a": lambda env: EvidenceAgent()}, ["none"], events, make, progress=False)
+    run_study(tmp_path, {"b": lambda env: EvidenceAgent()}, ["notebook"], events, make, progress=False)
+    study = json.loads((tmp_path / "study.json").read_text())
+    assert study["agents"] == ["a", "b"] and study["modes"] == ["none", "notebook"]
+    steps = sum(e.n_steps for e in events)
+    forecasters = [
+        (row["agent"], row["memory"]) for row in study_rows(tmp_path) if row["agent"] in ("a", "b")
+    ]
+    assert sorted(set(forecasters)) == [("a", "none"), ("b", "notebook")] and len(forecasters) == 2 * steps
+    # a study of other events replaces the file rather than mixing two studies
+    run_study(tmp_path / "other", {"a": lambda env: EvidenceAgent()}, ["none"], events, make, progress=False)
+    run_study(
+        tmp_path / "other", {"b": lambda env: EvidenceAgent()}, ["none"], events[:1], make, progress=False
+    )
+    other = json.loads((tmp_path / "other" / "study.json").read_text())
+    assert other["agents"] == ["b"] and other["events"] == [events[0].id]
