@@ -555,8 +555,8 @@ def _write_study_file(out: Path, study: dict[str, Any]) -> None:
     or one after another): when the folder's ``study.json`` describes the same study (every key but
     ``agents`` and ``modes`` equal), the new file lists the union of both runs' agents and modes, so
     :func:`study_rows` and the report read every log (the controls' notes are merged too); a study
-    of other events or another seed replaces it. The read-merge-write holds an exclusive lock, so concurrent runs do not lose each
-    other's entries.
+    of other events or another seed replaces it. The read-merge-write holds an exclusive lock
+    (``study.json.lock``), so concurrent runs do not lose each other's entries.
     """
     import fcntl
 

@@ -58,7 +58,7 @@ def _native_bfloat16() -> bool:
 
 @dataclass
 class ExperimentArguments:
-    """Arguments of the learning experiment (CPU-sized defaults, estimated at about 2 hours on 2 quiet cores).
+    """Arguments of the learning experiment (CPU-sized defaults; docs/training.md gives the measured stage times).
 
     Attributes:
         out: the experiment folder (every stage's outputs and markers).
@@ -118,7 +118,7 @@ class ExperimentArguments:
     sft_learning_rate: float = 2e-4
     sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
     eval_events: list[str] = field(default_factory=list)
-    eval_sample: int = 6
+    eval_sample: int = 0
     eval_concurrency: int = 24
     eval_dtype: str = "auto"
     eval_max_new_tokens: int = 384
