@@ -133,6 +133,7 @@ def _reliability(plt: Any, report: dict[str, Any], colours: dict[str, str], out:
             edgecolor="white",
             linewidth=0.5,
             zorder=3,
+            clip_on=False,  # a bin at (1, 1) or (0, 0) is drawn whole, not cut by the axes
         )
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.02, 1.02)
@@ -158,12 +159,19 @@ def _life(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) 
     cells: dict[str, dict[str, float]] = defaultdict(dict)
     for c in report["life_thirds"]:
         cells[_name(c["agent"], c["memory"])][c["slice"]] = c["brier"]
-    first_of: dict[tuple[tuple[str, float], ...], list[str]] = defaultdict(list)  # coinciding lines
+    # lines that coincide on the plot (equal to 3 decimals, finer than the axis shows): a line on top
+    # of an earlier one is drawn thinner, so both stay visible, and its label names the one beneath
+    first_of: dict[tuple[tuple[str, float], ...], list[tuple[str, list[float]]]] = defaultdict(list)
     for name, by_third in sorted(cells.items()):
         xs = [i for i, t in enumerate(metrics.THIRDS) if t in by_third]
         ys = [by_third[metrics.THIRDS[i]] for i in xs]
-        same = first_of[tuple((metrics.THIRDS[i], round(y, 9)) for i, y in zip(xs, ys, strict=True))]
-        k = len(same)  # a line on top of an earlier one is drawn thinner, so both stay visible
+        same = first_of[tuple((metrics.THIRDS[i], round(y, 3)) for i, y in zip(xs, ys, strict=True))]
+        k = len(same)
+        label = name
+        if same:
+            beneath, its_ys = same[0]
+            exact = all(abs(a - b) <= 1e-9 for a, b in zip(ys, its_ys, strict=True))
+            label = f"{name} ({'=' if exact else '≈'} {beneath})"
         ax.plot(
             xs,
             ys,
@@ -171,10 +179,10 @@ def _life(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) 
             markersize=max(7 - 2.5 * k, 2.5),
             linewidth=max(2.2 - 0.8 * k, 0.8),
             linestyle="--" if name in REFERENCE_COLOURS else "-",
-            label=f"{name} (= {same[0]})" if same else name,
+            label=label,
             color=colours.get(name),
         )
-        same.append(name)
+        same.append((name, ys))
     ax.set_xticks(range(3), ["first third", "middle third", "last third"])
     ax.set_ylabel("mean Brier loss (lower is better)")
     ax.set_title("Score over the event's life (dashed: references; market on its own steps)")

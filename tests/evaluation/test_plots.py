@@ -1,5 +1,7 @@
 """The report's figures are written as PNG files, readable, one colour per forecaster in all of them."""
 
+import re
+
 import pytest
 
 from forecast_dojo.evaluation.plots import plot_report
@@ -52,9 +54,10 @@ def capture(monkeypatch):
                     "title": ax.get_title(),
                     "ylabel": ax.get_ylabel(),
                     "visible": ax.axison,
-                    # a line drawn over an identical one is labelled "name (= other)"
+                    # a line drawn over an identical one is labelled "name (= other)", a near one "(≈ other)"
                     "lines": {
-                        line.get_label().split(" (= ")[0]: to_hex(line.get_color()) for line in ax.get_lines()
+                        re.split(" \\((?:=|≈) ", line.get_label())[0]: to_hex(line.get_color())
+                        for line in ax.get_lines()
                     },
                     "labels": [line.get_label() for line in ax.get_lines()],
                     "bars": [to_hex(p.get_facecolor()) for p in ax.patches],
@@ -163,3 +166,21 @@ def test_figures_from_a_report_json_match_the_rows_figures(tmp_path, monkeypatch
     for name in ("reliability.png", "life.png", "cost.png"):
         assert figures[name] == from_rows[name]
         assert (tmp_path / "json" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lines_that_coincide_on_the_plot_name_the_line_beneath(tmp_path, monkeypatch):
+    """0.0001 apart is invisible on the life figure: the upper line says it is near the one beneath."""
+    from forecast_dojo.evaluation import plots
+
+    figures = capture(monkeypatch)
+    thirds = plots.metrics.THIRDS
+    report = {
+        "life_thirds": [
+            {"agent": agent, "memory": memory, "slice": third, "brier": value + offset}
+            for agent, memory, offset in (("a", "none", 0.0), ("a", "notebook", 1e-4), ("b", "none", 0.0))
+            for third, value in zip(thirds, (0.4, 0.3, 0.2), strict=True)
+        ]
+    }
+    plots._life(plots._plt(), report, {}, tmp_path)
+    labels = figures["life.png"]["axes"][0]["labels"]
+    assert labels == ["a/none", "a/notebook (≈ a/none)", "b/none (= a/none)"]
