@@ -91,7 +91,9 @@ class ExperimentArguments:
             tokens, 95th percentile 325, longest 367 with SmolLM2's tokenizer).
         grpo_max_steps: GRPO optimizer steps (0 skips GRPO and its evaluation).
         grpo_num_generations: completions per prompt.
-        grpo_max_completion_length: tokens per GRPO rollout, tool results included.
+        grpo_max_completion_length: tokens per GRPO rollout, tool results included (384 cut every rollout of
+            the run on this machine before its submission: a compact record is up to 1,024 tokens, ~330 of
+            them the prompt).
         grpo_learning_rate: GRPO learning rate.
         extra_sft: further ``SFTArguments`` fields.
         extra_grpo: further ``GRPOArguments`` fields.
@@ -124,7 +126,7 @@ class ExperimentArguments:
     eval_max_new_tokens: int = 384
     grpo_max_steps: int = 4
     grpo_num_generations: int = 4
-    grpo_max_completion_length: int = 384
+    grpo_max_completion_length: int = 768
     grpo_learning_rate: float = 1e-6
     extra_sft: JsonObject = field(default_factory=JsonObject)
     extra_grpo: JsonObject = field(default_factory=JsonObject)
