@@ -408,6 +408,11 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
             diff = metrics.paired_difference(rows, (agent, "notebook"), (agent, "none"), "brier")
             entry["notebook_minus_none"] = [diff["mean"], *diff["ci"]]
         out[key] = entry
+    grpo_marker = layout.marker("grpo")
+    if grpo_marker.is_file():  # GRPO's training numbers, whether or not its evaluation ran
+        trained = json.loads(grpo_marker.read_text())
+        entry = out.setdefault("grpo", {"steps": 0})
+        entry["training"] = {key: trained.get(key) for key in ("global_step", "wall_seconds", "rewards")}
     stages = {}
     for stage in STAGES[:-1]:
         marker = layout.marker(stage)

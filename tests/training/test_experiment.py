@@ -90,6 +90,7 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
         mean, low, high = entry["brier_minus_uniform"]
         assert low <= mean <= high
     assert learning["sft"]["agent"] != learning["base"]["agent"]
+    assert learning["grpo"]["training"]["global_step"] == 1  # GRPO's own numbers beside its evaluation
     assert learning["stage_wall_s"]["teacher"] is not None
 
     # A third run costs nothing and changes nothing.
