@@ -77,7 +77,7 @@ def _decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str, str | None]
         return None, shown, str(err)
     if not isinstance(value, dict):
         return None, json.dumps(value, ensure_ascii=False), "arguments must be a JSON object"
-    return value, json.dumps(value, ensure_ascii=False, sort_keys=True), None
+    return value, json.dumps(value, ensure_ascii=False), None  # the model's own key order, as it wrote it
 
 
 def _usage(raw: Any) -> dict[str, int]:

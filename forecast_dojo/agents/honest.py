@@ -334,8 +334,8 @@ class HonestEvidenceAgent(EvidenceAgent):
                     for doc_id, (fav, sig, day) in sorted(kept)
                 ]
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
-        if self.compact:
-            action = tool_call("submit_forecast", **arguments)
+        if self.compact:  # a list in the listed order: the Update line's numbers, copied
+            action = tool_call("submit_forecast", **{**arguments, "probabilities": probabilities})
             action["content"] = explain_compact(outcomes, prior, ledger, probabilities, model)
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)

@@ -125,10 +125,12 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
         assert "rationale" not in arguments  # the turn's text says it once
         assert len(text) < 400 and text.splitlines()[-1].startswith("Update: prior ")
-        forecast = "/".join(f"{p:.2f}" for p in arguments["probabilities"].values())
-        assert sorted(text.splitlines()[-1].split(" -> ")[1].rstrip(".").split("/")) == sorted(
-            forecast.split("/")
-        )
+        # the forecast is the Update line's numbers in the listed order, summing to 1
+        forecast = arguments["probabilities"]
+        assert isinstance(forecast, list) and len(forecast) == len(record.outcomes)
+        assert text.splitlines()[-1].split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
+        assert record.valid and abs(sum(forecast) - 1) < 1e-9
+        assert record.forecast == tuple(forecast) or list(record.forecast) == forecast
         hits = {
             h["id"]
             for m in record.messages
