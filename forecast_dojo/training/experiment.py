@@ -109,11 +109,11 @@ class ExperimentArguments:
     tools: list[str] = field(default_factory=lambda: ["search", "read", "submit_forecast"])
     max_tool_calls: int = 3
     max_turns: int = 4
-    teacher_sample: int = 40
+    teacher_sample: int = 100
     teacher_rollouts: int = 1
     best_of: int = 1
     max_tokens: int = 1024
-    sft_max_steps: int = 45
+    sft_max_steps: int = 64
     sft_epochs: float = 1.0
     sft_batch_size: int = 1
     sft_grad_accum: int = 4
