@@ -11,7 +11,10 @@ else is real: the env (in process, or ``forecast-dojo serve`` in its own process
 
 share = (time inside ``env.reset`` + ``env.step`` calls, or their round trips when served) / the
 rollout's wall time (first reset to the last step's answer, the model's calls included), over every
-episode played. One rollout at a time (one session); the same events for every row.
+episode played. One rollout at a time (one session); the same events for every row. Beside it, the
+env's CPU per turn (in process: this process's CPU inside the calls; served: the client's inside the
+calls plus the server process's) and the share that CPU gives against the simulated latency, which is
+what the wall share would be on a machine where the env never waits for a CPU.
 
     python benchmarks/rollout_share.py                          # latencies 0, 0.4 and 1.2 s per turn
     python benchmarks/rollout_share.py --latency 0 0.4 --episodes 2
@@ -31,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the test suite's scripted server, and this checkout's forecast_dojo
 
-from benchmarks.serve import start_server  # noqa: E402
+from benchmarks.serve import process_cpu_s, start_server  # noqa: E402
 from forecast_dojo.agents.openai_agent import OpenAIAgent, OpenAIConfig  # noqa: E402
 from forecast_dojo.integrations.openenv import ForecastDojoClient, observation_dict  # noqa: E402
 from forecast_dojo.registration import make  # noqa: E402
@@ -63,47 +66,51 @@ def agent_for(url: str, tools: list[dict[str, Any]]) -> OpenAIAgent:
     return OpenAIAgent(OpenAIConfig(url, "scripted", api_key="x", timeout_s=60.0, max_retries=0), tools=tools)
 
 
-def rollout_in_process(env: Any, chat_url: str, events: list[str]) -> tuple[float, float, int]:
-    """(env seconds, wall seconds, steps) for ``events`` played in process."""
-    env_s, turns = 0.0, 0
+def rollout_in_process(env: Any, chat_url: str, events: list[str]) -> tuple[float, float, float, int]:
+    """(env seconds, env CPU seconds, wall seconds, steps) for ``events`` played in process."""
+    env_s, cpu_s, turns = 0.0, 0.0, 0
     start = time.perf_counter()
     for event_id in events:
         agent = agent_for(chat_url, env.tool_schemas())
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         observation, _ = env.reset(event_id)
-        env_s += time.perf_counter() - t
+        env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
         done = False
         while not done:
             action = agent.act(observation)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             observation, _, terminated, truncated, _ = env.step(action)
-            env_s += time.perf_counter() - t
+            env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
             turns += 1
             done = terminated or truncated
         assert not agent.failures, agent.failures
-    return env_s, time.perf_counter() - start, turns
+    return env_s, cpu_s, time.perf_counter() - start, turns
 
 
 def rollout_served(
-    url: str, tools: list[dict[str, Any]], chat_url: str, events: list[str]
-) -> tuple[float, float, int]:
-    """(round-trip seconds, wall seconds, steps) for ``events`` played through one session."""
-    env_s, turns = 0.0, 0
-    with ForecastDojoClient(base_url=url, connect_timeout_s=60.0) as client:
-        start = time.perf_counter()
+    url: str, pid: int, tools: list[dict[str, Any]], chat_url: str, events: list[str]
+) -> tuple[float, float, float, int]:
+    """(round-trip seconds, env CPU seconds, wall seconds, steps) for ``events`` played through one session.
+
+    The env's CPU: this process's during the calls (the client's) plus the server process's over the rollout.
+    """
+    env_s, cpu_s, turns = 0.0, 0.0, 0
+    with ForecastDojoClient(base_url=url, connect_timeout_s=600.0, message_timeout_s=600.0) as client:
+        start, server_cpu = time.perf_counter(), process_cpu_s(pid)
         for event_id in events:
             agent = agent_for(chat_url, tools)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             result = client.reset(event_id=event_id)
-            env_s += time.perf_counter() - t
+            env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
             while not result.done:
                 action = agent.act(observation_dict(result.observation))
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 result = client.step(action)
-                env_s += time.perf_counter() - t
+                env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
                 turns += 1
             assert not agent.failures, agent.failures
-        return env_s, time.perf_counter() - start, turns
+        cpu_s += process_cpu_s(pid) - server_cpu
+        return env_s, cpu_s, time.perf_counter() - start, turns
 
 
 def load() -> str:
@@ -131,14 +138,15 @@ def main() -> None:
             server, chat_url = chat_server(latency)
             try:
                 rollout_in_process(env, chat_url, events[:1])  # warm both paths (first-call costs)
-                rollout_served(url, tools, chat_url, events[:1])
+                rollout_served(url, process.pid, tools, chat_url, events[:1])
                 for name, play in (
                     ("in-process", lambda: rollout_in_process(env, chat_url, events)),  # noqa: B023
-                    ("served", lambda: rollout_served(url, tools, chat_url, events)),  # noqa: B023
+                    ("served", lambda: rollout_served(url, process.pid, tools, chat_url, events)),  # noqa: B023
                 ):
                     SlowChatServer.requests = []
-                    env_s, wall_s, turns = play()
-                    rows.append((latency, name, turns, len(SlowChatServer.requests), env_s, wall_s, load()))
+                    env_s, cpu_s, wall_s, turns = play()
+                    calls = len(SlowChatServer.requests)
+                    rows.append((latency, name, turns, calls, env_s, cpu_s, wall_s, load()))
             finally:
                 server.shutdown()
                 server.server_close()
@@ -153,16 +161,22 @@ def main() -> None:
     )
     header = (
         f"{'latency s/turn':>14} {'env':>10} {'turns':>6} {'chat calls':>10} | {'env ms/turn':>11} "
-        f"{'rollout s':>9} | {'env share':>9} | {'load 1/5/15 min':>16}"
+        f"{'rollout s':>9} | {'env share':>9} | {'env CPU ms/turn':>15} {'CPU share':>9} | {'load 1/5/15 min':>16}"
     )
     print(header)
     print("-" * len(header))
-    for latency, name, turns, calls, env_s, wall_s, after in rows:
+    for latency, name, turns, calls, env_s, cpu_s, wall_s, after in rows:
+        cpu_turn = cpu_s / turns
+        estimate = f"{cpu_turn / (cpu_turn + latency):>9.2%}" if latency else f"{'-':>9}"
         print(
             f"{latency:>14.2f} {name:>10} {turns:>6} {calls:>10} | {env_s / turns * 1000:>11.2f} {wall_s:>9.2f} | "
-            f"{env_s / wall_s:>8.2%} | {after:>16}"
+            f"{env_s / wall_s:>9.2%} | {cpu_turn * 1000:>15.2f} {estimate} | {after:>16}"
         )
-    for latency, name, _, _, env_s, wall_s, _ in rows:
+    print(
+        "CPU share: env CPU per turn / (env CPU per turn + the simulated latency), the share where the env "
+        "never waits for a CPU"
+    )
+    for latency, name, _, _, env_s, _, wall_s, _ in rows:
         verdict = "met" if env_s / wall_s < TARGET else "not met"
         print(
             f"goal: env share < {TARGET:.0%} at {latency:.2f} s per turn, {name}: {env_s / wall_s:.2%} ({verdict})"
