@@ -11,7 +11,8 @@ else is real: the env (in process, or ``forecast-dojo serve`` in its own process
 
 share = (time inside ``env.reset`` + ``env.step`` calls, or their round trips when served) / the
 rollout's wall time (first reset to the last step's answer, the model's calls included), over every
-episode played. One rollout at a time (one session); the same events for every row. Beside it, the
+episode played. One rollout at a time, through one session held for the whole run (as a trainer
+holds its sessions; the in-process env is likewise built once); the same events for every row. Beside it, the
 env's CPU per turn (in process: this process's CPU inside the calls; served: the client's inside the
 calls plus the server process's) and the share that CPU gives against the simulated latency, which is
 what the wall share would be on a machine where the env never waits for a CPU.
@@ -88,29 +89,30 @@ def rollout_in_process(env: Any, chat_url: str, events: list[str]) -> tuple[floa
 
 
 def rollout_served(
-    url: str, pid: int, tools: list[dict[str, Any]], chat_url: str, events: list[str]
+    client: ForecastDojoClient, pid: int, tools: list[dict[str, Any]], chat_url: str, events: list[str]
 ) -> tuple[float, float, float, int]:
     """(round-trip seconds, env CPU seconds, wall seconds, steps) for ``events`` played through one session.
 
-    The env's CPU: this process's during the calls (the client's) plus the server process's over the rollout.
+    The session is the client's, opened before (as a trainer holds its sessions; the in-process env is
+    built before its rollouts too). The env's CPU: this process's during the calls (the client's) plus
+    the server process's over the rollout.
     """
     env_s, cpu_s, turns = 0.0, 0.0, 0
-    with ForecastDojoClient(base_url=url, connect_timeout_s=600.0, message_timeout_s=600.0) as client:
-        start, server_cpu = time.perf_counter(), process_cpu_s(pid)
-        for event_id in events:
-            agent = agent_for(chat_url, tools)
+    start, server_cpu = time.perf_counter(), process_cpu_s(pid)
+    for event_id in events:
+        agent = agent_for(chat_url, tools)
+        t, c = time.perf_counter(), time.process_time()
+        result = client.reset(event_id=event_id)
+        env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
+        while not result.done:
+            action = agent.act(observation_dict(result.observation))
             t, c = time.perf_counter(), time.process_time()
-            result = client.reset(event_id=event_id)
+            result = client.step(action)
             env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
-            while not result.done:
-                action = agent.act(observation_dict(result.observation))
-                t, c = time.perf_counter(), time.process_time()
-                result = client.step(action)
-                env_s, cpu_s = env_s + time.perf_counter() - t, cpu_s + time.process_time() - c
-                turns += 1
-            assert not agent.failures, agent.failures
-        cpu_s += process_cpu_s(pid) - server_cpu
-        return env_s, cpu_s, time.perf_counter() - start, turns
+            turns += 1
+        assert not agent.failures, agent.failures
+    cpu_s += process_cpu_s(pid) - server_cpu
+    return env_s, cpu_s, time.perf_counter() - start, turns
 
 
 def load() -> str:
@@ -132,16 +134,17 @@ def main() -> None:
     tools = env.tool_schemas()
     events = [e.id for e in env.events][: args.episodes]
     process, url = start_server(args, 1)
+    client = ForecastDojoClient(base_url=url, connect_timeout_s=600.0, message_timeout_s=600.0)
     rows = []
     try:
         for latency in args.latency:
             server, chat_url = chat_server(latency)
             try:
                 rollout_in_process(env, chat_url, events[:1])  # warm both paths (first-call costs)
-                rollout_served(url, process.pid, tools, chat_url, events[:1])
+                rollout_served(client, process.pid, tools, chat_url, events[:1])
                 for name, play in (
                     ("in-process", lambda: rollout_in_process(env, chat_url, events)),  # noqa: B023
-                    ("served", lambda: rollout_served(url, process.pid, tools, chat_url, events)),  # noqa: B023
+                    ("served", lambda: rollout_served(client, process.pid, tools, chat_url, events)),  # noqa: B023
                 ):
                     SlowChatServer.requests = []
                     env_s, cpu_s, wall_s, turns = play()
@@ -151,6 +154,7 @@ def main() -> None:
                 server.shutdown()
                 server.server_close()
     finally:
+        client.close()
         process.terminate()
         process.wait(timeout=30)
         env.close()
