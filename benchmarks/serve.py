@@ -1,19 +1,32 @@
-"""Served rollouts against the in-process env: per-step overhead and steps/s at 1, 4 and 16 sessions.
+"""Served rollouts against the in-process env: what serving adds per step at 1, 4 and 16 sessions.
 
 Baseline, measured in the same run: the in-process env (``forecast_dojo.make``), one env per thread,
-the same episodes and the same scripted agent (``EvidenceAgent``). Served: ``forecast-dojo serve`` in
-its own process on 127.0.0.1, one ``ForecastDojoClient`` session per thread. A "step" is one
-``env.step`` call (one assistant turn); its latency is the time inside ``env.step`` in process and
-the client's round trip when served, so the difference is what serving adds (JSON, WebSocket, the
-server's executor hop). steps/s counts every turn of every session over the wall time (agent included).
+the same episodes and the same scripted agent (``EvidenceAgent``). Served: ``forecast-dojo serve
+--timings`` in its own process on 127.0.0.1, one ``ForecastDojoClient`` session per thread. A "step"
+is one ``env.step`` call (one assistant turn). Three views of the same runs:
+
+- **wall**: the step's latency, timed inside ``env.step`` in process and as the client's round trip
+  when served; steps/s counts every turn of every session over the wall time (agent included). With
+  more sessions than CPUs this mixes serving cost with waiting for a CPU.
+- **CPU**: CPU seconds per step of everything (this process: agents and clients; the server process:
+  sessions, protocol, env) beyond the in-process run's CPU seconds per step (agents and envs). Robust to
+  a shared machine: time spent waiting for a CPU is not CPU time. Resets are included in both runs.
+- **server**: the server's own timing of each request (``GET /forecast_dojo/timings``): handler (the
+  message received -> the answer sent), of which queue (waiting for the session's thread: a CPU and the
+  GIL), env (``env.step`` / ``env.reset``), the rest of the session thread's call (building the
+  observation), resume (back to the event loop) and protocol (the rest: parse, validate, serialize,
+  send); and the client's side: round trip minus the server's handler (the client's work, its event-loop
+  thread hop, the loopback transport and waiting for a CPU on the client side).
 
     python benchmarks/serve.py                                  # hashing embedder, 1/4/16 sessions
     python benchmarks/serve.py --sessions 1 4 16 --episodes 4 --embedder hashing
+    python benchmarks/serve.py --server-code /path/to/other/checkout --no-timings   # another server's code
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -21,25 +34,53 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents import EvidenceAgent
 from forecast_dojo.errors import ServeError
-from forecast_dojo.integrations.openenv import ForecastDojoClient, fetch_facts, observation_dict
+from forecast_dojo.integrations.openenv import (
+    TIMINGS_ROUTE,
+    ForecastDojoClient,
+    fetch_facts,
+    observation_dict,
+)
 from forecast_dojo.registration import make
 
 TARGET_MS = 2.0  # added per step at 16 sessions
 REPO = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def in_process(make_env: Any, events: list[str]) -> list[float]:
-    """Play ``events`` in process; the latency (ms) of every env.step."""
+@dataclass
+class Run:
+    """One configuration's measurements."""
+
+    steps: list[float] = field(default_factory=list)  # ms per env.step (in process) or round trip (served)
+    resets: list[float] = field(default_factory=list)  # the same for env.reset
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # this process
+    server_cpu_s: float = 0.0  # the server process (served runs)
+    server: dict[str, Any] = field(default_factory=dict)  # the server's request timings
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def in_process(make_env: Any, events: list[str]) -> tuple[list[float], list[float]]:
+    """Play ``events`` in process; the latency (ms) of every env.step and env.reset."""
     env = make_env()
-    latencies = []
+    latencies, resets = [], []
     for event_id in events:
         agent = EvidenceAgent()
+        start = time.perf_counter()
         observation, _ = env.reset(event_id)
+        resets.append((time.perf_counter() - start) * 1000)
         done = False
         while not done:
             action = agent.act(observation)
@@ -48,29 +89,30 @@ def in_process(make_env: Any, events: list[str]) -> list[float]:
             latencies.append((time.perf_counter() - start) * 1000)
             done = terminated or truncated
     env.close()
-    return latencies
+    return latencies, resets
 
 
-def served(url: str, events: list[str]) -> list[float]:
-    """Play ``events`` through one session; the round trip (ms) of every step."""
-    latencies = []
-    with ForecastDojoClient(base_url=url) as client:
+def served(url: str, events: list[str]) -> tuple[list[float], list[float]]:
+    """Play ``events`` through one session; the round trip (ms) of every step and reset."""
+    latencies, resets = [], []
+    # timeouts with slack for a shared machine: 16 handshakes at once can take seconds there
+    with ForecastDojoClient(base_url=url, connect_timeout_s=300.0, message_timeout_s=600.0) as client:
         for event_id in events:
             agent = EvidenceAgent()
+            start = time.perf_counter()
             result = client.reset(event_id=event_id)
+            resets.append((time.perf_counter() - start) * 1000)
             while not result.done:
                 action = agent.act(observation_dict(result.observation))
                 start = time.perf_counter()
                 result = client.step(action)
                 latencies.append((time.perf_counter() - start) * 1000)
-    return latencies
+    return latencies, resets
 
 
-def run_sessions(
-    play: Any, target: Any, n: int, event_ids: list[str], episodes: int
-) -> tuple[list[float], float]:
-    """``n`` threads, each playing ``episodes`` events (a different rotation per thread); latencies and wall s."""
-    results: list[list[float]] = [[] for _ in range(n)]
+def run_sessions(play: Any, target: Any, n: int, event_ids: list[str], episodes: int) -> Run:
+    """``n`` threads, each playing ``episodes`` events (a different rotation per thread)."""
+    results: list[tuple[list[float], list[float]]] = [([], []) for _ in range(n)]
     errors: list[BaseException] = []
 
     def worker(i: int) -> None:
@@ -81,15 +123,25 @@ def run_sessions(
             errors.append(err)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    cpu = time.process_time()
     start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    wall = time.perf_counter() - start
+    run = Run(wall_s=time.perf_counter() - start, cpu_s=time.process_time() - cpu)
     if errors:
         raise errors[0]
-    return [x for r in results for x in r], wall
+    run.steps = [x for r in results for x in r[0]]
+    run.resets = [x for r in results for x in r[1]]
+    return run
+
+
+def timings(url: str, method: str = "GET") -> dict[str, Any]:
+    request = urllib.request.Request(url + TIMINGS_ROUTE, method=method)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        data: dict[str, Any] = json.loads(response.read())
+    return data
 
 
 def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
@@ -98,18 +150,27 @@ def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subproces
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "forecast_dojo.cli", "serve", "--spec", args.spec, "--port", str(port)]
     command += ["--embedder", args.embedder, "--no-python", "--max-sessions", str(max_sessions)]
-    environment = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if not args.no_timings:
+        command.append("--timings")
+    code = str(Path(args.server_code).resolve())
+    environment = {**os.environ, "PYTHONPATH": code + os.pathsep + os.environ.get("PYTHONPATH", "")}
     process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, text=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 1800  # a server at nice 15 beside a training run can take minutes to start
     while True:
         try:
-            fetch_facts(url, timeout_s=1)
+            fetch_facts(url, timeout_s=5)
             return process, url
         except ServeError:
             if process.poll() is not None or time.monotonic() > deadline:
+                process.terminate()
                 raise
             time.sleep(0.5)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def main() -> None:
@@ -118,6 +179,10 @@ def main() -> None:
     parser.add_argument("--embedder", default="hashing")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--episodes", type=int, default=4, help="episodes per session")
+    parser.add_argument(
+        "--server-code", default=str(REPO), help="the checkout the server runs (default: this one)"
+    )
+    parser.add_argument("--no-timings", action="store_true", help="a server without --timings (older code)")
     args = parser.parse_args()
 
     def make_env() -> Any:
@@ -126,41 +191,90 @@ def main() -> None:
     probe = make_env()
     event_ids = [e.id for e in probe.events]
     process, url = start_server(args, max(args.sessions))
-    rows = []
+    rows: list[tuple[int, Run, Run, str]] = []
+    started = load()
     try:
         served(url, event_ids[:1])  # warm the server (its first session builds an env)
         for n in args.sessions:
-            local, local_wall = run_sessions(in_process, make_env, n, event_ids, args.episodes)
-            remote, remote_wall = run_sessions(served, url, n, event_ids, args.episodes)
-            assert len(local) == len(remote), (len(local), len(remote))  # the same episodes, turn for turn
-            rows.append((n, len(local), local, local_wall, remote, remote_wall))
+            local = run_sessions(in_process, make_env, n, event_ids, args.episodes)
+            if not args.no_timings:
+                timings(url, "DELETE")
+            server_cpu = process_cpu_s(process.pid)
+            remote = run_sessions(served, url, n, event_ids, args.episodes)
+            remote.server_cpu_s = process_cpu_s(process.pid) - server_cpu
+            remote.server = {} if args.no_timings else timings(url)
+            assert len(local.steps) == len(remote.steps), "the same episodes, turn for turn"
+            rows.append((n, local, remote, load()))
     finally:
         process.terminate()
         process.wait(timeout=30)
 
-    load = os.getloadavg()
     print(
-        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {os.cpu_count()} CPUs; spec {args.spec}, "
-        f"embedder {args.embedder}, {args.episodes} episodes per session (scripted EvidenceAgent)"
+        f"load average {started} at the start, {load()} at the end (1/5/15 min); {os.cpu_count()} CPUs; "
+        f"spec {args.spec}, embedder {args.embedder}, {args.episodes} episodes per session (scripted "
+        f"EvidenceAgent); server code {args.server_code}"
     )
+    print("\nwall clock (ms per step; steps/s over the wall time, agents included)")
     header = (
         f"{'sessions':>8} {'steps':>6} | {'in-process ms/step':>18} {'steps/s':>8} | "
-        f"{'served ms/step':>14} {'steps/s':>8} | {'added ms/step (mean, p50)':>25}"
+        f"{'served ms/step':>14} {'steps/s':>8} | {'added ms/step (mean, p50)':>25} | {'load 1 min':>10}"
     )
     print(header)
     print("-" * len(header))
-    for n, steps, local, local_wall, remote, remote_wall in rows:
-        added_mean = statistics.fmean(remote) - statistics.fmean(local)
-        added_p50 = statistics.median(remote) - statistics.median(local)
+    for n, local, remote, after in rows:
+        added_mean = statistics.fmean(remote.steps) - statistics.fmean(local.steps)
+        added_p50 = statistics.median(remote.steps) - statistics.median(local.steps)
         print(
-            f"{n:>8} {steps:>6} | {statistics.fmean(local):>18.2f} {steps / local_wall:>8.1f} | "
-            f"{statistics.fmean(remote):>14.2f} {steps / remote_wall:>8.1f} | "
-            f"{added_mean:>+12.2f}, {added_p50:>+10.2f}"
+            f"{n:>8} {len(local.steps):>6} | {statistics.fmean(local.steps):>18.2f} "
+            f"{len(local.steps) / local.wall_s:>8.1f} | {statistics.fmean(remote.steps):>14.2f} "
+            f"{len(remote.steps) / remote.wall_s:>8.1f} | {added_mean:>+12.2f}, {added_p50:>+10.2f} | "
+            f"{after.split()[0]:>10}"
         )
-    last = rows[-1]
-    added = statistics.fmean(last[4]) - statistics.fmean(last[2])
-    verdict = "met" if added <= TARGET_MS else "not met"
-    print(f"goal: <= {TARGET_MS} ms added per step at {last[0]} sessions: {added:+.2f} ms ({verdict})")
+
+    print("\nCPU (ms of CPU per step, resets and agents included; served = clients + server process)")
+    header = (
+        f"{'sessions':>8} | {'in-process':>10} | {'served clients':>14} {'server':>8} {'total':>8} | "
+        f"{'added CPU ms/step':>17}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n, local, remote, _ in rows:
+        steps = len(local.steps)
+        local_ms = local.cpu_s / steps * 1000
+        client_ms = remote.cpu_s / steps * 1000
+        server_ms = remote.server_cpu_s / steps * 1000
+        print(
+            f"{n:>8} | {local_ms:>10.2f} | {client_ms:>14.2f} {server_ms:>8.2f} {client_ms + server_ms:>8.2f} | "
+            f"{client_ms + server_ms - local_ms:>+17.2f}"
+        )
+
+    if not args.no_timings:
+        print("\nserver side (mean ms per request: steps and resets) and the client's side of a step")
+        phases = ("handler", "queue", "env", "call-env", "resume", "protocol", "client+net")
+        header = f"{'sessions':>8} {'requests':>8} | " + " ".join(f"{p:>10}" for p in phases)
+        print(header)
+        print("-" * len(header))
+        for n, _, remote, _ in rows:
+            t = {k: v["mean_ms"] for k, v in remote.server.items()}
+            count = remote.server["handler"]["count"]
+            values = {
+                "handler": t["handler"],
+                "queue": t["queue"],
+                "env": t["env"],
+                "call-env": t["call"] - t["env"],
+                "resume": t["resume"],
+                "protocol": t["handler"] - t["queue"] - t["call"] - t["resume"],
+                # a request's round trip (steps and resets) minus the server's handler time
+                "client+net": statistics.fmean(remote.steps + remote.resets) - t["handler"],
+            }
+            print(f"{n:>8} {count:>8} | " + " ".join(f"{values[p]:>10.3f}" for p in phases))
+
+    n, local, remote, _ = rows[-1]
+    added = statistics.fmean(remote.steps) - statistics.fmean(local.steps)
+    added_cpu = (remote.cpu_s + remote.server_cpu_s - local.cpu_s) / len(local.steps) * 1000
+    for name, value in (("wall clock", added), ("CPU", added_cpu)):
+        verdict = "met" if value <= TARGET_MS else "not met"
+        print(f"goal: <= {TARGET_MS} ms added per step at {n} sessions, {name}: {value:+.2f} ms ({verdict})")
 
 
 if __name__ == "__main__":

@@ -322,6 +322,39 @@ def _add_field(
     parser.add_argument(*strings, type=parse or hint, **kwargs)
 
 
+def add_command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    run: Callable[[argparse.Namespace], int] | None = None,
+    *,
+    help: str,  # noqa: A002 (the argparse name)
+    description: str | None = None,
+    arguments: type | None = None,
+    flags: Mapping[str, Flag] | None = None,
+) -> argparse.ArgumentParser:
+    """Add one (sub)command: its parser, the fields of ``arguments`` as its flags, and what it runs.
+
+    Args:
+        subparsers: Where it goes (``parser.add_subparsers()``).
+        name: The command's name.
+        run: What the command runs (``args.func``); None for a command group whose subcommands run.
+        help: The line ``--help`` of the parent shows.
+        description: The text its own ``--help`` shows (default: none).
+        arguments: A dataclass whose fields are its flags (:func:`add_dataclass_arguments`); more
+            dataclasses, or groups of flags, are added to the returned parser.
+        flags: Per-field :class:`Flag` overrides for ``arguments``.
+
+    Returns:
+        The command's parser.
+    """
+    parser = subparsers.add_parser(name, help=help, description=description)
+    if arguments is not None:
+        add_dataclass_arguments(parser, arguments, flags=flags)
+    if run is not None:
+        parser.set_defaults(func=run)
+    return parser
+
+
 def parse_bool(text: str) -> bool:
     """A boolean flag's value as ``HfArgumentParser`` reads it: true/false, yes/no, t/f, y/n, 1/0."""
     value = text.strip().lower()

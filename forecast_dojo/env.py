@@ -69,7 +69,7 @@ from forecast_dojo.spaces import (
 )
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import SUBMIT_FORECAST, TOOL_NAMES, ForecastTools, ToolResult, tool_schemas
-from forecast_dojo.turns import TurnEnv, budget_left, budget_left_space
+from forecast_dojo.turns import TurnEnv, budget_left_space, rollout_option
 
 MEMORY_MODES = ("none", "notebook")
 SCHEDULES = ("cutoffs", "near-resolution")  # the events' own cutoffs, or the near-resolution topline
@@ -93,7 +93,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
     """
 
     metadata = {"render_modes": ["ansi"]}
-    _forced: bool  # the step's budget is spent: only submit_forecast may run (set per step)
+    budgets: Budgets
 
     def __init__(
         self,
@@ -224,9 +224,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
                 f"unknown reset options {sorted(unknown)}; "
                 "allowed: event_id, step, notebook, notebook_missing, rollout"
             )
-        rollout = options.get("rollout", 0)
-        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ResetError("options['rollout'] must be a non-negative integer")
+        rollout = rollout_option(options)
         event_id = event_id if event_id is not None else options.get("event_id")
         if event_id is None:
             event = self.events[int(self.np_random.integers(len(self.events)))]
@@ -320,12 +318,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
         event = self._event
         assert event is not None
         self._step = step
-        self._turns = 0
-        self._tool_calls = 0
-        self._forced = False
-        self._usage = {"prompt_tokens": None, "completion_tokens": None}
         self._notebook_in = notebook
-        self._tool_log = []
         self._step_started = time.perf_counter()
         cutoff = event.cutoffs[step]
         hidden = frozenset(event.excluded_doc_ids)
@@ -351,13 +344,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             show_episode_length=self.show_episode_length,
             profile=self.prompt,
         )
-        self._messages: list[ChatMessage] = [
-            chat_message("system", self._system_prompt),
-            chat_message("user", prompt),
-        ]
-
-    def _budget_spent(self) -> bool:
-        return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
+        self._open_transcript(prompt)
 
     def _run_tool(self, call: ToolCall) -> ToolResult:
         if call.error is not None:
@@ -484,12 +471,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             outcome=event.answer,
             outcome_index=0 if event.free_form else event.outcome_index,
             market=list(market) if market is not None else None,
-            budgets={
-                "max_tool_calls": self.budgets.max_tool_calls,
-                "max_turns": self.budgets.max_turns,
-                "tool_calls_used": self._tool_calls,
-                "turns_used": self._turns,
-            },
+            budgets=self._budget_used(),
             tokens=dict(self._usage),
             n_visible=self._view.n_visible,
             wall_time_s=round(time.perf_counter() - self._step_started, 6),
@@ -520,13 +502,7 @@ class ForecastDojoEnv(TurnEnv, gym.Env[Observation, Action]):
             "question": event.text_at(self._step)[0],  # as it stood at this cutoff, like the prompt
             "outcomes": list(event.outcomes),
             "memory": self.memory,
-            "budget_left": budget_left(
-                self.budgets.max_tool_calls,
-                self.budgets.max_turns,
-                self._tool_calls,
-                self._turns,
-                self._forced,
-            ),
+            "budget_left": self._budget_left(),
             "notebook": notebook.to_json() if notebook is not None else None,
         }
         if self.show_episode_length:

@@ -122,6 +122,13 @@ def answer_matches(outcome: str, answer: str, aliases: Iterable[str] = ()) -> bo
     return bool(key) and key in {normalize_answer(a) for a in (answer, *aliases)}
 
 
+def _names_answer(
+    outcome: str, answer: str, aliases: tuple[str, ...], judge: Callable[[str, str], bool] | None
+) -> bool:
+    """Whether a proposed outcome is the answer: by :func:`answer_matches`, else by the ``judge`` when one is given."""
+    return answer_matches(outcome, answer, aliases) or (judge is not None and judge(outcome, answer))
+
+
 def free_form_score(
     probabilities: Mapping[str, float],
     answer: str,
@@ -152,7 +159,7 @@ def free_form_score(
     right = 0.0
     wrong = 0.0
     for outcome, p in probabilities.items():
-        if answer_matches(outcome, answer, aliases) or (judge is not None and judge(outcome, answer)):
+        if _names_answer(outcome, answer, aliases, judge):
             right += float(p)
         else:
             wrong += float(p) ** 2
@@ -187,9 +194,7 @@ def top1_accuracy(
         return 0.0
     best = [o for o, p in probabilities.items() if float(p) == top]
     aliases = tuple(aliases)
-    hits = sum(
-        1 for o in best if answer_matches(o, answer, aliases) or (judge is not None and judge(o, answer))
-    )
+    hits = sum(1 for o in best if _names_answer(o, answer, aliases, judge))
     return hits / len(best)
 
 
@@ -264,7 +269,7 @@ def free_form_distribution(
     right = 0.0
     labels, values = [answer], [0.0]
     for outcome, p in probabilities.items():
-        if answer_matches(outcome, answer, aliases) or (judge is not None and judge(outcome, answer)):
+        if _names_answer(outcome, answer, aliases, judge):
             right += float(p)
         else:
             labels.append(outcome)

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gymnasium import spaces
 
 from forecast_dojo.actions import ParsedAction, ToolCall, parse_action
 from forecast_dojo.corpus.retrieval import Retriever
 from forecast_dojo.corpus.store import Corpus
-from forecast_dojo.errors import ConfigError
+from forecast_dojo.errors import ConfigError, ResetError
 from forecast_dojo.gateway import TemporalGateway
 from forecast_dojo.messages import ChatMessage, chat_message, decoded_arguments
 from forecast_dojo.records import StepRecord, ToolCallRecord
@@ -80,11 +80,44 @@ def budget_left(max_tool_calls: int, max_turns: int, tool_calls: int, turns: int
     }
 
 
+def rollout_option(options: Mapping[str, Any]) -> int:
+    """The ``rollout`` reset option: the attempt index written into the records (default 0).
+
+    Args:
+        options: The reset options.
+
+    Returns:
+        The index.
+
+    Raises:
+        ResetError: Not a non-negative integer.
+    """
+    rollout = options.get("rollout", 0)
+    if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
+        raise ResetError("options['rollout'] must be a non-negative integer")
+    return rollout
+
+
+class TurnBudgets(Protocol):
+    """What both envs' budgets say about one step (or day): its tool calls and turns."""
+
+    @property
+    def max_tool_calls(self) -> int:
+        """Tool calls per step (or day)."""
+        ...
+
+    @property
+    def max_turns(self) -> int:
+        """Turns per step (or day)."""
+        ...
+
+
 class TurnEnv:
     """The turn, transcript and log plumbing the two envs share (a mixin before ``gymnasium.Env``).
 
-    The env sets, before its first turn, ``render_mode``, ``_schemas`` and (through :meth:`_open_run`)
-    the run's metadata, id and log; and per step ``_messages``, ``_usage`` and ``_tool_log``.
+    The env sets, before its first turn, ``render_mode``, ``budgets``, ``_schemas``, ``_system_prompt``
+    and (through :meth:`_open_run`) the run's metadata, id and log; and per step (through
+    :meth:`_open_transcript`) ``_messages``, ``_usage``, ``_tool_log`` and the budget counters.
     """
 
     render_mode: str | None
@@ -100,6 +133,11 @@ class TurnEnv:
     _messages: list[ChatMessage]
     _usage: dict[str, int | None]
     _tool_log: list[ToolCallRecord]
+    budgets: TurnBudgets
+    _system_prompt: str
+    _turns: int  # turns taken in the step (or day)
+    _tool_calls: int  # tool calls counted against the step's (or day's) budget
+    _forced: bool  # the budget is spent: only the step-ending tools run
 
     def _set_up(self, corpus: Corpus, retriever: Retriever, memory: str, render_mode: str | None) -> None:
         """Set the corpus, the temporal gateway over it, the memory mode and the render mode.
@@ -149,6 +187,37 @@ class TurnEnv:
                 log.close()
             except LogWriteError as err:
                 warnings.warn(str(err), RuntimeWarning, stacklevel=2)
+
+    # ------------------------------------------------------------------ budgets
+
+    def _open_transcript(self, prompt: str) -> None:
+        """Start a step (or day): its budgets unspent, nothing counted or logged, the system prompt and ``prompt``."""
+        self._turns = 0
+        self._tool_calls = 0
+        self._forced = False
+        self._usage = {"prompt_tokens": None, "completion_tokens": None}
+        self._tool_log = []
+        self._messages = [chat_message("system", self._system_prompt), chat_message("user", prompt)]
+
+    def _budget_spent(self) -> bool:
+        """The step's (or day's) turns or tool calls are used up."""
+        return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
+
+    def _budget_left(self) -> BudgetLeft:
+        """The observation's ``budget_left`` now (:func:`budget_left`)."""
+        budgets = self.budgets
+        return budget_left(
+            budgets.max_tool_calls, budgets.max_turns, self._tool_calls, self._turns, self._forced
+        )
+
+    def _budget_used(self) -> dict[str, int]:
+        """A step record's ``budgets``: the step's (or day's) limits and what was used of them."""
+        return {
+            "max_tool_calls": self.budgets.max_tool_calls,
+            "max_turns": self.budgets.max_turns,
+            "tool_calls_used": self._tool_calls,
+            "turns_used": self._turns,
+        }
 
     # ------------------------------------------------------------------ turn mechanics
 

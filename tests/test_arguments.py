@@ -13,6 +13,7 @@ import pytest
 from forecast_dojo.agents.openai_agent import OpenAIConfig
 from forecast_dojo.arguments import (
     Flag,
+    add_command,
     add_dataclass_arguments,
     at_least,
     dataclass_from_arguments,
@@ -281,3 +282,35 @@ def test_an_option_list_default_is_built_with_the_parser_and_trl_style_keeps_ali
     args = parser.parse_args(["--report", "wandb"])
     assert dataclass_from_arguments(Listed, args) == Listed(tags=["a"], report_to="wandb")
     assert parser.parse_args(["--report-to", "x"]).report_to == "x"
+
+
+def test_add_command_is_the_parser_its_flags_and_what_it_runs() -> None:
+    @dataclass(kw_only=True)
+    class Arguments:
+        """A command's arguments.
+
+        Attributes:
+            count: how many
+        """
+
+        count: int = 3
+        mode: str = "a"
+
+    def run(args: argparse.Namespace) -> int:
+        return args.count
+
+    parser = argparse.ArgumentParser(prog="tool")
+    commands = parser.add_subparsers(dest="command", required=True)
+    group = add_command(commands, "group", help="a group", description="A group.")
+    sub = group.add_subparsers(dest="sub", required=True)
+    add_command(
+        sub, "go", run, help="go somewhere", arguments=Arguments, flags={"mode": Flag(choices=("a", "b"))}
+    )
+    args = parser.parse_args(["group", "go", "--count", "5", "--mode", "b"])
+    assert (args.func(args), args.mode) == (5, "b")
+    defaults = parser.parse_args(["group", "go"])
+    assert (defaults.count, defaults.mode) == (3, "a")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["group", "go", "--mode", "c"])
+    assert "go somewhere" in group.format_help() and "how many" in sub.choices["go"].format_help()
+    assert sub.choices["go"].description is None and group.description == "A group."

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from forecast_dojo.arguments import Flag, add_dataclass_arguments, at_least, calendar_day, option
+from forecast_dojo.arguments import Flag, add_command, at_least, calendar_day, option
 from forecast_dojo.errors import InputNotFoundError, UsageError
 
 ERROR_EXIT = 2
@@ -70,22 +70,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``corpus`` command group (``build``, ``verify``, ``migrate``) to the top-level parser."""
     from forecast_dojo.corpus.importers import IMPORTERS
 
-    corpus = subparsers.add_parser("corpus", help="build news corpora", description="Build news corpora.")
+    corpus = add_command(subparsers, "corpus", help="build news corpora", description="Build news corpora.")
     commands = corpus.add_subparsers(dest="corpus_command", required=True)
-    build = commands.add_parser(
+    add_command(
+        commands,
         "build",
+        run_build,
         help="import, clean, embed and store a corpus",
         description="Import a source, clean it, embed it and write a corpus directory with build_report.json.",
+        arguments=CorpusBuildArguments,
+        flags={"source": Flag(choices=sorted(IMPORTERS))},
     )
-    add_dataclass_arguments(build, CorpusBuildArguments, flags={"source": Flag(choices=sorted(IMPORTERS))})
-    build.set_defaults(func=run_build)
     for name, text in (
         ("verify", "check every byte of a corpus (file hashes, row digests, order, ids)"),
         ("migrate", "rewrite a format-1 corpus (documents.parquet) to the memory-mapped format 2"),
     ):
-        sub = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        add_dataclass_arguments(sub, CorpusCheckArguments)
-        sub.set_defaults(func=run_check)
+        description = text[0].upper() + text[1:] + "."
+        add_command(
+            commands, name, run_check, help=text, description=description, arguments=CorpusCheckArguments
+        )
 
 
 def run_check(args: argparse.Namespace) -> int:

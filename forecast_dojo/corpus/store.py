@@ -57,6 +57,7 @@ import mmap
 import shutil
 import warnings
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -661,39 +662,38 @@ class ShardedMatrix:
         return whole if dtype is None else whole.astype(dtype, copy=False)
 
 
+@dataclass(eq=False, repr=False)
 class Corpus:
     """An opened corpus: memory-mapped documents, ``available_at`` as int64 micros, and the embeddings.
 
     Nothing is read in full at open: rows are read when asked (:meth:`text`, :meth:`field`,
     :meth:`document`), vectors when a search gathers them (:attr:`embeddings` is a
-    :class:`ShardedMatrix`).
+    :class:`ShardedMatrix`). Open one with :meth:`load`.
+
+    Attributes:
+        path: The corpus directory.
+        manifest: Its ``manifest.json``.
+        table: The documents (memory-mapped in format 2).
+        available_us: Each row's ``available_at`` in micros (rows are sorted by it).
+        published_us: Each row's ``published_at`` in micros.
+        shards: The embedding shards, in row order.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        manifest: dict[str, Any],
-        table: pa.Table,
-        available_us: np.ndarray,
-        published_us: np.ndarray,
-        id_order: np.ndarray,
-        shards: list[np.ndarray],
-        row_hashes: np.ndarray | None,
-        mapped: mmap.mmap | None = None,
-    ) -> None:
-        self.path = path
-        self.manifest = manifest
-        self.table = table
-        self.available_us = available_us
-        self.published_us = published_us
-        self.shards = shards
-        self._id_order = id_order
-        self._row_hashes = row_hashes
-        self._mapped = mapped  # the documents file's mapping (format 2), for read-ahead advice
-        self._columns = {name: table.column(name) for name in DOCUMENT_SCHEMA.names}
+    path: Path
+    manifest: dict[str, Any]
+    table: pa.Table
+    available_us: np.ndarray
+    published_us: np.ndarray
+    _id_order: np.ndarray  # rows sorted by id
+    shards: list[np.ndarray]
+    _row_hashes: np.ndarray | None  # each row's stored digest (format 2)
+    _mapped: mmap.mmap | None = None  # the documents file's mapping (format 2), for read-ahead advice
+
+    def __post_init__(self) -> None:
+        self._columns = {name: self.table.column(name) for name in DOCUMENT_SCHEMA.names}
         lengths = [len(chunk) for chunk in self._columns["id"].chunks]
         self._chunk_starts = np.cumsum([0] + lengths).astype(np.int64)
-        self._embeddings = ShardedMatrix(shards)
+        self._embeddings = ShardedMatrix(self.shards)
 
     @property
     def format_version(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from forecast_dojo.arguments import (
     Flag,
+    add_command,
     add_dataclass_arguments,
     at_least,
     dataclass_from_arguments,
@@ -161,38 +162,37 @@ class WorldArguments:
     )
 
 
+RUN_HELP = "evaluate agents on an environment (default: the embedded synthetic world)"
+RUN_DESCRIPTION = (
+    "Run agents through events in each mode (memory-free, notebook, no-tools, notebook controls), "
+    "log every step as it ends (rerunning the same command resumes; --overwrite starts afresh), and report "
+    "the field's metrics (Brier loss, Brier Index, log loss, accuracy, ECE) with event-bootstrap 95 % "
+    "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts."
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run``, ``report`` and ``world`` subcommands."""
     from forecast_dojo.agents.openai_agent import OpenAIConfig
     from forecast_dojo.evaluation.study import STUDY_MODES
 
-    run = subparsers.add_parser(
-        "run",
-        help="evaluate agents on an environment (default: the embedded synthetic world)",
-        description="Run agents through events in each mode (memory-free, notebook, no-tools, notebook controls), "
-        "log every step as it ends (rerunning the same command resumes; --overwrite starts afresh), and report "
-        "the field's metrics (Brier loss, Brier Index, log loss, accuracy, ECE) with event-bootstrap 95 % "
-        "intervals next to the uniform, base-rate, market and (synthetic) oracle forecasts.",
-    )
+    run = add_command(subparsers, "run", run_command, help=RUN_HELP, description=RUN_DESCRIPTION)
     modes_help = "; ".join(f"{m.name}: {m.description}" for m in STUDY_MODES.values())
     add_dataclass_arguments(run, RunArguments, only=RUN_FIELDS, flags={"modes": Flag(help=modes_help)})
     server = run.add_argument_group("OpenAI-compatible server (agent 'openai')")
     add_dataclass_arguments(server, OpenAIConfig, only=SERVER_FIELDS, flags=SERVER_FLAGS)
     local = run.add_argument_group("local models (agents 'smollm2', 'hf:<path>')")
     add_dataclass_arguments(local, RunArguments, only=LOCAL_FIELDS)
-    run.set_defaults(func=run_command)
-
-    report = subparsers.add_parser(
+    add_command(
+        subparsers,
         "report",
+        report_command,
         help="write report.md, report.json and figures for one or more study folders",
         description="Recompute every metric from the logs of study folders (written by 'forecast-dojo run').",
+        arguments=ReportArguments,
     )
-    add_dataclass_arguments(report, ReportArguments)
-    report.set_defaults(func=report_command)
-
-    world = subparsers.add_parser("world", help="build (or find cached) the embedded synthetic world")
-    add_dataclass_arguments(world, WorldArguments)
-    world.set_defaults(func=world_command)
+    world_help = "build (or find cached) the embedded synthetic world"
+    add_command(subparsers, "world", world_command, help=world_help, arguments=WorldArguments)
 
 
 def world_command(args: argparse.Namespace) -> int:

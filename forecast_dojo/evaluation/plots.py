@@ -223,6 +223,9 @@ def _memory_gain(plt: Any, rows: Sequence[dict[str, Any]], colours: dict[str, st
     return _save(fig, out, "memory_gain.png")
 
 
+COST_TICK_PT = 9  # cost.png's tick labels (they were 7 pt: hard to read at 100 dpi)
+
+
 def _cost(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) -> str | None:
     """Research cost per agent mode (tokens only when any step logged them; None: no agent)."""
     agent_lines = [t for t in report["table"] if t["memory"] != "-"]
@@ -236,11 +239,13 @@ def _cost(plt: Any, report: dict[str, Any], colours: dict[str, str], out: Path) 
     else:
         fig, calls = plt.subplots(figsize=(6.5, 4.5))
     calls.bar(range(len(labels)), [t["tool_calls"] for t in agent_lines], color=bar_colours)
-    calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+    calls.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=COST_TICK_PT)
+    calls.tick_params(axis="y", labelsize=COST_TICK_PT)
     calls.set_ylabel("research tool calls per step")
     if logged_tokens:
         tokens.bar(range(len(labels)), [t["tokens"] for t in agent_lines], color=bar_colours)
-        tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=7)
+        tokens.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=COST_TICK_PT)
+        tokens.tick_params(axis="y", labelsize=COST_TICK_PT)
         tokens.set_ylabel("tokens per step (prompt + completion)")
         fig.suptitle("Research cost per mode")
     else:

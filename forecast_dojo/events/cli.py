@@ -12,6 +12,7 @@ from pathlib import Path
 
 from forecast_dojo.arguments import (
     Flag,
+    add_command,
     add_dataclass_arguments,
     calendar_day,
     dataclass_from_arguments,
@@ -143,12 +144,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``events`` command group (``events build``, ``events generate``) to the top-level parser."""
     from forecast_dojo.events.build import BuildConfig
 
-    events = subparsers.add_parser(
-        "events", help="build replayable events", description="Build replayable events."
+    events = add_command(
+        subparsers, "events", help="build replayable events", description="Build replayable events."
     )
     commands = events.add_subparsers(dest="events_command", required=True)
-    build = commands.add_parser(
+    build = add_command(
+        commands,
         "build",
+        run_build,
         help="import, select, schedule, screen and split real events",
         description=(
             "Import resolved questions (ForecastBench and/or Polymarket exports), keep the ones worth replaying, "
@@ -159,14 +162,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_dataclass_arguments(build, EventsBuildArguments, only=INPUT_FIELDS)
     add_dataclass_arguments(build, BuildConfig, only=BUILD_FIELDS, flags=BUILD_FLAGS)
     add_dataclass_arguments(build, EventsBuildArguments, only=LATER_FIELDS)
-    build.set_defaults(func=run_build)
     _register_generate(commands)
 
 
 def _register_generate(commands: argparse._SubParsersAction) -> None:
     """``events generate``: questions written by a model from dated document clusters (FABench)."""
-    generate = commands.add_parser(
+    generate = add_command(
+        commands,
         "generate",
+        run_generate,
         help="write questions from the corpus with an OpenAI-compatible model, resolve them, build events",
         description=(
             "Cluster the corpus's documents by date and names, have an OpenAI-compatible model propose questions "
@@ -182,7 +186,6 @@ def _register_generate(commands: argparse._SubParsersAction) -> None:
             add_dataclass_arguments(generate, GenerateConfig, only=names, flags=GENERATE_FLAGS)
         else:
             add_dataclass_arguments(generate, EventsGenerateArguments, only=names)
-    generate.set_defaults(func=run_generate)
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -59,17 +59,17 @@ evidence for each flag. The environment hides excluded documents at those steps.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from forecast_dojo.errors import ConfigError, InputNotFoundError, SchemaError
-from forecast_dojo.events.relevance import RelevanceIndex, name_terms, salient_terms, terms
+from forecast_dojo.events.relevance import MatchRule, RelevanceIndex, name_terms, salient_terms, terms
 from forecast_dojo.events.relevance import stem as _stem
+from forecast_dojo.jsonl import nonblank_lines
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import iso, to_micros
 
@@ -322,7 +322,7 @@ class LeakageConfig:
     min_shared_terms: int = 2
     min_similarity: float = 0.0
     max_flags_per_event: int = 50
-    mode: str = "outcome"
+    mode: Literal["outcome", "legacy"] = "outcome"
     truncate_public: bool = True
     public_min_steps: int = 3
 
@@ -331,6 +331,11 @@ class LeakageConfig:
             raise ConfigError(f"leakage mode must be 'outcome' or 'legacy', got {self.mode!r}")
         if self.public_min_steps < 1:
             raise ConfigError(f"leakage public_min_steps must be at least 1, got {self.public_min_steps}")
+
+    @property
+    def rule(self) -> MatchRule:
+        """When a document matches a question closely enough to be screened (the ``min_*`` thresholds)."""
+        return MatchRule(self.min_coverage, self.min_shared_terms, self.min_similarity)
 
 
 @dataclass(frozen=True)
@@ -628,14 +633,7 @@ def screen_event(
     corpus = index.corpus
     named = {o.lower() for o in event.outcomes} != {"yes", "no"}
     flags = []
-    for match in index.matches(
-        event.question,
-        lo,
-        hi,
-        min_coverage=config.min_coverage,
-        min_shared=config.min_shared_terms,
-        min_similarity=config.min_similarity,
-    ):
+    for match in index.find(event.question, lo, hi, config.rule):
         body = corpus.text(match.row)
         if config.mode == "legacy":
             text = f"{corpus.field('title', match.row) or ''}\n{body}"
@@ -804,78 +802,75 @@ def load_labelled_pairs(
     by_id = {e.id: e for e in events}
     pairs: list[LabelledPair] = []
     missing = 0
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                raise SchemaError(f"{where}: not valid JSON ({err})") from err
-            if not isinstance(row, dict):
-                raise SchemaError(f"{where}: expected a JSON object, got {type(row).__name__}")
-            for key in ("event_id", "doc_id"):
-                if not isinstance(row.get(key), str) or not row[key]:
-                    raise SchemaError(f"{where}: field {key!r} must be a non-empty string")
-            label = row.get("label")
-            if label not in (0, 1) or isinstance(label, bool):
-                raise SchemaError(f"{where}: field 'label' must be 0 or 1, got {label!r}")
-            split = row.get("split", "")
-            if not isinstance(split, str):
-                raise SchemaError(f"{where}: field 'split' must be a string")
-            if any(k in row for k in _PAIR_TEXT_FIELDS):
-                for key in _PAIR_TEXT_FIELDS:
-                    value = row.get(key)
-                    ok = (
-                        isinstance(value, list) and all(isinstance(v, str) for v in value)
-                        if key == "outcomes"
-                        else isinstance(value, str)
-                    )
-                    if not ok:
-                        raise SchemaError(f"{where}: field {key!r} missing or of the wrong type")
-                pairs.append(
-                    LabelledPair(
-                        row["event_id"],
-                        row["doc_id"],
-                        row["question"],
-                        tuple(row["outcomes"]),
-                        row["outcome"],
-                        row["available_at"],
-                        row["title"],
-                        row["text"],
-                        label,
-                        split,
-                    )  # fmt: skip
+    for number, line in nonblank_lines(path):
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            raise SchemaError(f"{where}: not valid JSON ({err})") from err
+        if not isinstance(row, dict):
+            raise SchemaError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        for key in ("event_id", "doc_id"):
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise SchemaError(f"{where}: field {key!r} must be a non-empty string")
+        label = row.get("label")
+        if label not in (0, 1) or isinstance(label, bool):
+            raise SchemaError(f"{where}: field 'label' must be 0 or 1, got {label!r}")
+        split = row.get("split", "")
+        if not isinstance(split, str):
+            raise SchemaError(f"{where}: field 'split' must be a string")
+        if any(k in row for k in _PAIR_TEXT_FIELDS):
+            for key in _PAIR_TEXT_FIELDS:
+                value = row.get(key)
+                ok = (
+                    isinstance(value, list) and all(isinstance(v, str) for v in value)
+                    if key == "outcomes"
+                    else isinstance(value, str)
                 )
-                continue
-            event = by_id.get(row["event_id"])
-            doc_row = corpus.row_of(row["doc_id"]) if corpus is not None else None
-            if event is None or doc_row is None or corpus is None:
-                missing += 1
-                continue
+                if not ok:
+                    raise SchemaError(f"{where}: field {key!r} missing or of the wrong type")
             pairs.append(
                 LabelledPair(
-                    event.id,
+                    row["event_id"],
                     row["doc_id"],
-                    event.question,
-                    event.outcomes,
-                    event.outcome,
-                    iso(corpus.available_at(doc_row)),
-                    str(corpus.field("title", doc_row) or ""),
-                    corpus.text(doc_row),
+                    row["question"],
+                    tuple(row["outcomes"]),
+                    row["outcome"],
+                    row["available_at"],
+                    row["title"],
+                    row["text"],
                     label,
                     split,
                 )  # fmt: skip
             )
+            continue
+        event = by_id.get(row["event_id"])
+        doc_row = corpus.row_of(row["doc_id"]) if corpus is not None else None
+        if event is None or doc_row is None or corpus is None:
+            missing += 1
+            continue
+        pairs.append(
+            LabelledPair(
+                event.id,
+                row["doc_id"],
+                event.question,
+                event.outcomes,
+                event.outcome,
+                iso(corpus.available_at(doc_row)),
+                str(corpus.field("title", doc_row) or ""),
+                corpus.text(doc_row),
+                label,
+                split,
+            )  # fmt: skip
+        )
     return pairs, missing
 
 
 def text_matches(question: str, title: str, text: str, config: LeakageConfig) -> bool:
-    """The screen's lexical match rule (``RelevanceIndex.matches``) applied to one document's text."""
+    """The screen's lexical match rule (``RelevanceIndex.find`` with ``config.rule``) applied to one document's text."""
     wanted, names = salient_terms(question), name_terms(question)
     shared = wanted & terms(f"{title}\n{text}")
-    need = min(len(wanted), max(config.min_shared_terms, math.ceil(config.min_coverage * len(wanted))))
+    need = config.rule.needed(len(wanted))
     return bool(wanted) and len(shared) >= need and (not names or bool(names & shared))
 
 

@@ -86,6 +86,27 @@ def name_terms(question: str) -> frozenset[str]:
 
 
 @dataclass(frozen=True)
+class MatchRule:
+    """When a document matches a question (what :meth:`RelevanceIndex.matches` applies).
+
+    Attributes:
+        min_coverage: Share of the question's ``n`` salient terms the document must contain.
+        min_shared: Salient terms it must share at least (all of them when ``n`` is smaller).
+        min_similarity: Cosine similarity in the corpus's embedding space it must reach (0: not asked).
+        require_name: It must contain one of the question's names when the question has any.
+    """
+
+    min_coverage: float
+    min_shared: int = 2
+    min_similarity: float = 0.0
+    require_name: bool = True
+
+    def needed(self, n_terms: int) -> int:
+        """How many of a question's ``n_terms`` salient terms a matching document shares at least."""
+        return min(n_terms, max(self.min_shared, math.ceil(self.min_coverage * n_terms)))
+
+
+@dataclass(frozen=True)
 class Match:
     """One relevant document: its row, the share of salient terms it contains, and its similarity."""
 
@@ -148,17 +169,35 @@ class RelevanceIndex:
         require_name: bool = True,
         top_k: int | None = None,
     ) -> list[Match]:
-        """Rows in ``[lo, hi)`` that match the question, best first.
+        """Rows in ``[lo, hi)`` that match the question, best first (:meth:`find` with these thresholds).
 
         A row matches when it shares at least ``max(min_shared, ceil(min_coverage * n))`` of the
         question's ``n`` salient terms (all of them when ``n`` is smaller) and, with ``require_name``,
         at least one of its names when it has any. Order: by coverage, then similarity, then row.
         """
+        rule = MatchRule(min_coverage, min_shared, min_similarity, require_name)
+        return self.find(question, lo, hi, rule, top_k=top_k)
+
+    def find(
+        self, question: str, lo: int, hi: int, rule: MatchRule, *, top_k: int | None = None
+    ) -> list[Match]:
+        """Rows in ``[lo, hi)`` that match the question by ``rule``, best first (at most ``top_k``).
+
+        Args:
+            question: The question.
+            lo: The first row of the window.
+            hi: The row after the window's last.
+            rule: The thresholds (see :class:`MatchRule`).
+            top_k: Keep only the best ``top_k`` (None: all).
+
+        Returns:
+            The matches, by coverage, then similarity, then row.
+        """
         wanted = salient_terms(question)
-        names = name_terms(question) if require_name else frozenset()
+        names = name_terms(question) if rule.require_name else frozenset()
         if not wanted or hi <= lo:
             return []
-        need = min(len(wanted), max(min_shared, math.ceil(min_coverage * len(wanted))))
+        need = rule.needed(len(wanted))
         found: list[tuple[int, tuple[str, ...]]] = []
         for row in range(lo, hi):
             shared = wanted & self.row_terms(row)
@@ -167,6 +206,7 @@ class RelevanceIndex:
         if not found:
             return []
         sims = np.zeros(len(found), dtype=np.float32)
+        min_similarity = rule.min_similarity
         if min_similarity > 0:
             vector = self.embedder.encode([question])[0]
             sims = self.corpus.embeddings[[row for row, _ in found]] @ vector

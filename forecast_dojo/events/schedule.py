@@ -37,7 +37,7 @@ import math
 import random
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from forecast_dojo.corpus.store import Corpus
 from forecast_dojo.errors import ConfigError
@@ -46,16 +46,28 @@ from forecast_dojo.timeutil import UTC, from_micros, iso, to_micros
 
 
 @dataclass(frozen=True)
-class ScheduleConfig:
-    """Schedule parameters (defaults from Forecast-Dojo)."""
+class CloseBuffer:
+    """The days before an event's close that no forecast uses: the schedule's and the selection's alike.
+
+    Attributes:
+        buffer_days: The last forecast date is at least this many days before the close; the
+            selection judges the market and the evidence up to the same point (an events build
+            refuses a selection and a schedule that disagree).
+    """
 
     buffer_days: int = 2
+
+
+@dataclass(frozen=True)
+class ScheduleConfig(CloseBuffer):
+    """Schedule parameters (defaults from Forecast-Dojo); ``horizon`` is ``"deadline"`` or ``"close"``."""
+
     min_steps: int = 3
     max_steps: int = 10
     market_weight: float = 1.0
     documents_weight: float = 1.0
     seed: int = 0
-    horizon: str = "deadline"
+    horizon: Literal["deadline", "close"] = "deadline"
 
     def __post_init__(self) -> None:
         if self.horizon not in ("deadline", "close"):

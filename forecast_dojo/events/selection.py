@@ -26,7 +26,8 @@ from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Any
 
-from forecast_dojo.events.relevance import Match, RelevanceIndex
+from forecast_dojo.events.relevance import Match, MatchRule, RelevanceIndex
+from forecast_dojo.events.schedule import CloseBuffer
 from forecast_dojo.schema import Event, MarketPoint
 from forecast_dojo.timeutil import iso
 
@@ -37,7 +38,7 @@ FILTER_ORDER = ("language", "horizon", "faithfulness", "non_triviality", "eviden
 
 
 @dataclass(frozen=True)
-class SelectionConfig:
+class SelectionConfig(CloseBuffer):
     """Thresholds of the filters (defaults follow Forecast-Dojo where it states one)."""
 
     min_horizon_days: int = 8
@@ -49,7 +50,6 @@ class SelectionConfig:
     flat_min_points: int = 5
     flat_max_gap_days: float = 7.0
     near_certain_max_lag_days: float = 7.0
-    buffer_days: int = 2
     evidence_lookback_days: int = 90
     evidence_min_coverage: float = 0.4
     evidence_min_shared_terms: int = 2
@@ -58,6 +58,13 @@ class SelectionConfig:
     evidence_top_k: int = 20
     require_english: bool = True
     drop_personal: bool = True
+
+    @property
+    def evidence_rule(self) -> MatchRule:
+        """When a document counts as evidence for a question (the ``evidence_min_*`` thresholds)."""
+        return MatchRule(
+            self.evidence_min_coverage, self.evidence_min_shared_terms, self.evidence_min_similarity
+        )
 
 
 @dataclass
@@ -288,14 +295,7 @@ def evidence_documents(event: Event, index: RelevanceIndex, config: SelectionCon
     """
     end = event.close_at - timedelta(days=config.buffer_days)
     lo, hi = index.rows_between(end - timedelta(days=config.evidence_lookback_days), end)
-    return index.matches(
-        event.question,
-        lo,
-        hi,
-        min_coverage=config.evidence_min_coverage,
-        min_shared=config.evidence_min_shared_terms,
-        min_similarity=config.evidence_min_similarity,
-    )
+    return index.find(event.question, lo, hi, config.evidence_rule)
 
 
 def evidence_problem(

@@ -25,6 +25,7 @@ class ServeArguments:
         embedder: The synthetic world's embedder (empty: the spec's).
         prompt: The prompt profile, default or compact (empty: the spec's).
         no_python: Disable the sandboxed python tool.
+        timings: Time every request on the server and serve the summary at GET /forecast_dojo/timings (benchmarks).
     """
 
     spec: str = "Synthetic-v0"
@@ -37,6 +38,7 @@ class ServeArguments:
     embedder: str = ""
     prompt: str = ""
     no_python: bool = False
+    timings: bool = False
 
 
 SERVE_FLAGS = {"split": Flag(choices=("train", "eval", "all"))}
@@ -92,5 +94,6 @@ def serve_command(namespace: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         idle_timeout_s=args.idle_timeout or None,
         spec=args.spec,
+        timings=args.timings,
     )
     return 0

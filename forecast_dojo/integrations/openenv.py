@@ -81,6 +81,86 @@ INFO_KEYS = (
 )
 SESSION_CLOSED = "This session was closed by the server"
 FACTS_ROUTE = "/forecast_dojo"
+TIMINGS_ROUTE = "/forecast_dojo/timings"
+# uvicorn's WebSocket settings: large observations pass; no per-message deflate (observations are a few KB
+# of text, and compressing each one cost the server and the client about 0.4 ms per step: benchmarks/serve.py).
+WS_OPTIONS: dict[str, Any] = {"ws_max_size": 64 * 1024 * 1024, "ws_per_message_deflate": False}
+# What a request's time is split into (server side, ``--timings``): see :class:`RequestTimings`.
+TIMING_PHASES = ("handler", "queue", "call", "env", "resume")
+
+
+class RequestTimings:
+    """Server-side timing of every WebSocket request (``forecast-dojo serve --timings``), in seconds.
+
+    Phases: ``handler`` (the request's message received -> its answer sent, what the server adds to a
+    round trip), ``queue`` (handed to the session's thread -> that thread starts it: waiting for a CPU
+    and the GIL), ``call`` (the session thread's work: ``env.step`` / ``env.reset`` and building the
+    observation), ``env`` (``env.step`` / ``env.reset`` alone), ``resume`` (the call returned -> the event
+    loop takes the answer up again). What the handler spends besides queue, call and resume is the
+    protocol's: parsing and validating the message, serializing the answer, the WebSocket send.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._samples: dict[str, list[float]] = {phase: [] for phase in TIMING_PHASES}
+
+    def add(self, phase: str, seconds: float) -> None:
+        """Record one request's time in ``phase``."""
+        with self._lock:
+            self._samples[phase].append(seconds)
+
+    def clear(self) -> None:
+        """Forget what was recorded."""
+        with self._lock:
+            for samples in self._samples.values():
+                samples.clear()
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per phase: ``count``, ``total_s``, ``mean_ms``, ``p50_ms``, ``p95_ms``."""
+        with self._lock:
+            samples = {phase: sorted(values) for phase, values in self._samples.items()}
+        out: dict[str, dict[str, float]] = {}
+        for phase, values in samples.items():
+            n = len(values)
+            total = sum(values)
+            out[phase] = {
+                "count": n,
+                "total_s": total,
+                "mean_ms": total / n * 1000 if n else 0.0,
+                "p50_ms": values[n // 2] * 1000 if n else 0.0,
+                "p95_ms": values[min(n - 1, int(0.95 * n))] * 1000 if n else 0.0,
+            }
+        return out
+
+
+class _TimingMiddleware:
+    """ASGI middleware: each WebSocket message received -> the next message sent is one request's ``handler`` time."""
+
+    def __init__(self, app: Any, timings: RequestTimings) -> None:
+        self.app = app
+        self.timings = timings
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        received: float | None = None
+
+        async def timed_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message.get("type") == "websocket.receive":
+                received = time.perf_counter()
+            return message
+
+        async def timed_send(message: Any) -> None:
+            nonlocal received
+            await send(message)
+            if message.get("type") == "websocket.send" and received is not None:
+                self.timings.add("handler", time.perf_counter() - received)
+                received = None
+
+        await self.app(scope, timed_receive, timed_send)
 
 
 class ForecastAction(Action):
@@ -141,15 +221,17 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
 
     Args:
         make_env: Builds the env (a :class:`~forecast_dojo.env.ForecastDojoEnv`).
+        timings: Where ``env.step`` / ``env.reset`` times go (``--timings``; None: not timed).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS: ClassVar[bool] = (
         True  # one env per session, nothing shared but read-only data
     )
 
-    def __init__(self, make_env: Callable[[], Any]) -> None:
+    def __init__(self, make_env: Callable[[], Any], timings: RequestTimings | None = None) -> None:
         super().__init__()
         self._make_env = make_env
+        self._timings = timings
         self._env: Any = None  # built lazily: the server also builds throwaway instances (for /metadata)
         self._closed = False
         self._turns = 0
@@ -183,7 +265,10 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
         try:
             env = self._live()
             options = {k: v for k, v in options.items() if v is not None}
+            start = time.perf_counter()
             observation, info = env.reset(event_id, seed=seed, options=options)
+            if self._timings is not None:
+                self._timings.add("env", time.perf_counter() - start)
             self._turns = 0
             self._episode_id = episode_id or f"{observation['event_id']}@{observation['step']}"
             return _observation(observation, info, None, False)
@@ -201,7 +286,10 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
         self.busy = True
         try:
             env = self._live()
+            start = time.perf_counter()
             observation, reward, terminated, truncated, info = env.step(action.message)
+            if self._timings is not None:
+                self._timings.add("env", time.perf_counter() - start)
             self._turns += 1
             return _observation(observation, info, float(reward), bool(terminated or truncated))
         finally:
@@ -228,7 +316,38 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
 
 
 class _ForecastServer(HTTPEnvServer):
-    """OpenEnv's server, with an idle reaper that checks as often as a short timeout needs and spares busy sessions."""
+    """OpenEnv's server, with an idle reaper that checks as often as a short timeout needs and spares busy sessions.
+
+    With ``timings`` it also times each request's hop to the session's thread and back (:class:`RequestTimings`).
+    """
+
+    timings: RequestTimings | None = None
+
+    async def _run_in_session_executor(
+        self, session_id: str, func: Callable[..., Observation], *args: Any, **kwargs: Any
+    ) -> Observation:
+        timings = self.timings
+        if timings is None:
+            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+        executor = self._session_executors.get(session_id, self._executor)
+        marks: list[float] = []
+
+        def call() -> Observation:
+            marks.append(time.perf_counter())
+            try:
+                return func(*args, **kwargs)
+            finally:
+                marks.append(time.perf_counter())
+
+        submitted = time.perf_counter()
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, call)
+        finally:
+            resumed = time.perf_counter()
+            if len(marks) == 2:
+                timings.add("queue", marks[0] - submitted)
+                timings.add("call", marks[1] - marks[0])
+                timings.add("resume", resumed - marks[1])
 
     async def _reap_idle_sessions(self) -> None:
         timeout = self._session_idle_timeout_s
@@ -285,6 +404,7 @@ def create_app(
     max_sessions: int = 16,
     idle_timeout_s: float | None = 600.0,
     spec: str | None = None,
+    timings: bool = False,
 ) -> Any:
     """The FastAPI app that serves ``make_env``'s env, one env per WebSocket session.
 
@@ -293,6 +413,8 @@ def create_app(
         max_sessions: Sessions held at once; one more gets a ``CAPACITY_REACHED`` error.
         idle_timeout_s: Close a session idle for longer (None: never).
         spec: The spec's name, reported at ``/forecast_dojo``.
+        timings: Time every request on the server (:class:`RequestTimings`) and serve the summary at
+            ``GET /forecast_dojo/timings`` (``DELETE`` clears it); a diagnostic for benchmarks.
 
     Returns:
         The app (serve it with uvicorn: :func:`serve`, or :class:`BackgroundServer` in a thread).
@@ -309,8 +431,9 @@ def create_app(
     probe = make_env()
     facts = served_facts(probe, spec)
     probe.close()
+    recorder = RequestTimings() if timings else None
     server = _ForecastServer(
-        functools.partial(ServedForecastEnv, make_env),
+        functools.partial(ServedForecastEnv, make_env, timings=recorder),
         ForecastAction,
         ForecastObservation,
         concurrency_config=ConcurrencyConfig(
@@ -324,6 +447,19 @@ def create_app(
     def facts_route() -> dict[str, Any]:
         return {**facts, "active_sessions": server.active_sessions, "max_sessions": max_sessions}
 
+    if recorder is not None:
+        server.timings = recorder
+        app.add_middleware(_TimingMiddleware, timings=recorder)
+
+        @app.get(TIMINGS_ROUTE)
+        def timings_route() -> dict[str, Any]:
+            return recorder.summary()
+
+        @app.delete(TIMINGS_ROUTE)
+        def clear_timings_route() -> dict[str, Any]:
+            recorder.clear()
+            return {"cleared": True}
+
     app.state.forecast_server = server
     return app
 
@@ -336,6 +472,7 @@ def serve(
     max_sessions: int = 16,
     idle_timeout_s: float | None = 600.0,
     spec: str | None = None,
+    timings: bool = False,
 ) -> None:
     """Serve the env with uvicorn until interrupted (what ``forecast-dojo serve`` runs).
 
@@ -346,16 +483,19 @@ def serve(
         max_sessions: Sessions held at once.
         idle_timeout_s: Close a session idle for longer (None: never).
         spec: The spec's name, reported at ``/forecast_dojo``.
+        timings: Time every request (``GET /forecast_dojo/timings``; see :func:`create_app`).
     """
     import uvicorn
 
-    app = create_app(make_env, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, spec=spec)
+    app = create_app(
+        make_env, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, spec=spec, timings=timings
+    )
     print(
         f"forecast-dojo serve: {spec or 'env'} on ws://{host}:{port}/ws "
         f"(max {max_sessions} sessions, idle timeout {idle_timeout_s} s)",
         flush=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=64 * 1024 * 1024)
+    uvicorn.run(app, host=host, port=port, log_level="warning", **WS_OPTIONS)
 
 
 class BackgroundServer:
@@ -375,7 +515,7 @@ class BackgroundServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.port = int(self._socket.getsockname()[1])
-        config = uvicorn.Config(app, log_level="warning", ws_max_size=64 * 1024 * 1024)
+        config = uvicorn.Config(app, log_level="warning", **WS_OPTIONS)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run,

@@ -55,7 +55,7 @@ from forecast_dojo.scoring import answer_matches, free_form_score, top1_accuracy
 from forecast_dojo.spaces import AssistantTurn, ChatMessages, UnicodeText
 from forecast_dojo.timeutil import iso
 from forecast_dojo.tools import ForecastTools, ToolResult, call_tool
-from forecast_dojo.turns import TurnEnv, budget_left, budget_left_space
+from forecast_dojo.turns import TurnEnv, budget_left_space, rollout_option
 from forecast_dojo.world.calendar import Calendar, day_instant
 from forecast_dojo.world.prompts import day_prompt, world_system_prompt
 from forecast_dojo.world.spaces import (
@@ -148,12 +148,10 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    budgets: WorldBudgets
     # The current day's state (set by _begin_day).
     _tools: WorldTools
     _research: ForecastTools
-    _forced: bool
-    _turns: int
-    _tool_calls: int
     _open: dict[str, Event]
 
     def __init__(
@@ -287,9 +285,7 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
         unknown = set(options) - {"rollout"}
         if unknown:
             raise ResetError(f"unknown reset options {sorted(unknown)}; allowed: rollout")
-        rollout = options.get("rollout", 0)
-        if isinstance(rollout, bool) or not isinstance(rollout, int) or rollout < 0:
-            raise ResetError("options['rollout'] must be a non-negative integer")
+        rollout = rollout_option(options)
         self._rollout = rollout
         self._done = False
         self._standing: dict[str, dict[str, float]] = {}
@@ -332,7 +328,7 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
         if self._tools.advance or self._forced or episode_spent:
             flags = [] if self._tools.advance else ["day_budget_spent"]
             return self._end_day(new, flags, episode_spent=episode_spent)
-        if self._day_budget_spent():
+        if self._budget_spent():
             self._forced = True
             notice = chat_message(
                 "user",
@@ -358,11 +354,6 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
     def _begin_day(self, index: int, note: str | None) -> None:
         self._day_index = index
         day = self.calendar.days[index]
-        self._turns = 0
-        self._tool_calls = 0
-        self._forced = False
-        self._usage = {"prompt_tokens": None, "completion_tokens": None}
-        self._tool_log = []
         self._day_started = time.perf_counter()
         self._open = {e.id: e for e in self.calendar.open_on(day)}
         instant = day_instant(day)
@@ -392,13 +383,7 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
             dict(self._memory_files),
             note=note,
         )
-        self._messages: list[ChatMessage] = [
-            chat_message("system", self._system_prompt),
-            chat_message("user", prompt),
-        ]
-
-    def _day_budget_spent(self) -> bool:
-        return self._turns >= self.budgets.max_turns or self._tool_calls >= self.budgets.max_tool_calls
+        self._open_transcript(prompt)
 
     def _episode_budget_spent(self) -> bool:
         turns, calls = self.budgets.max_episode_turns, self.budgets.max_episode_tool_calls
@@ -542,12 +527,7 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
             reward=score,
             outcome=event.answer,
             outcome_index=index,
-            budgets={
-                "max_tool_calls": self.budgets.max_tool_calls,
-                "max_turns": self.budgets.max_turns,
-                "tool_calls_used": self._tool_calls,
-                "turns_used": self._turns,
-            },
+            budgets=self._budget_used(),
             tokens=dict(self._usage) if updated else {"prompt_tokens": None, "completion_tokens": None},
             n_visible=self._view.n_visible,
             wall_time_s=round(time.perf_counter() - self._day_started, 6),
@@ -590,13 +570,7 @@ class WorldEnv(TurnEnv, gym.Env[WorldObservation, Any]):
             "forecasts": self._open_forecasts(),
             "memory": self.memory,
             "memory_files": dict(self._memory_files),
-            "budget_left": budget_left(
-                self.budgets.max_tool_calls,
-                self.budgets.max_turns,
-                self._tool_calls,
-                self._turns,
-                self._forced,
-            ),
+            "budget_left": self._budget_left(),
         }
 
     def _info(self, *, day_ended: bool, **extra: Any) -> dict[str, Any]:

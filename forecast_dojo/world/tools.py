@@ -15,6 +15,7 @@ import inspect
 import json
 import typing
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import date
 from typing import Any
 
@@ -33,36 +34,30 @@ NEXT_DAY = "next_day"
 MEMORY_MODES = ("none", "files")
 
 
+@dataclass(eq=False)
 class WorldTools:
     """The world-mode tools of one simulated day; they change the env's state held by reference.
 
-    Args:
+    Attributes:
         calendar: The episode's calendar.
         day: The simulated day.
         open_questions: The questions open on the day, by id.
         standing: The standing forecasts (``{question_id: {outcome: p}}``), updated in place.
         memory: ``none`` or ``files``.
         memory_files: The agent's dated memory files, updated in place (memory mode only).
+        updated: The questions whose forecast changed this day (set by the tools).
+        advance: ``next_day`` was called (set by the tools).
     """
 
-    def __init__(
-        self,
-        calendar: Calendar,
-        day: date,
-        open_questions: dict[str, Event],
-        standing: dict[str, dict[str, float]],
-        *,
-        memory: str = "none",
-        memory_files: dict[str, str] | None = None,
-    ) -> None:
-        self.calendar = calendar
-        self.day = day
-        self.open_questions = open_questions
-        self.standing = standing
-        self.memory = memory
-        self.memory_files = memory_files if memory_files is not None else {}
-        self.updated: set[str] = set()  # questions whose forecast this day changed
-        self.advance = False  # next_day was called
+    calendar: Calendar
+    day: date
+    open_questions: dict[str, Event]
+    standing: dict[str, dict[str, float]]
+    _: KW_ONLY
+    memory: str = "none"
+    memory_files: dict[str, str] = field(default_factory=dict)
+    updated: set[str] = field(default_factory=set, init=False)
+    advance: bool = field(default=False, init=False)
 
     def read_question(self, question_id: str) -> ToolResult:
         """Read an open question's full text: question, outcomes, background and resolution criteria as of today.

@@ -63,6 +63,7 @@ def capture(monkeypatch):
                     "bars": [to_hex(p.get_facecolor()) for p in ax.patches],
                     "texts": [t.get_text() for t in ax.texts],
                     "scatter_sizes": [list(c.get_sizes()) for c in ax.collections],
+                    "tick_pt": [t.get_fontsize() for t in ax.get_xticklabels() + ax.get_yticklabels()],
                 }
                 for ax in fig.axes
             ],
@@ -120,6 +121,7 @@ def test_cost_has_no_empty_tokens_axis_without_token_counts(tmp_path, monkeypatc
         "research tool calls per step",
         "tokens per step (prompt + completion)",
     ]
+    assert all(min(ax["tick_pt"]) >= 8 for ax in figures["cost.png"]["axes"])  # readable tick labels
 
 
 def test_a_forecaster_has_one_colour_in_every_figure(tmp_path, monkeypatch):

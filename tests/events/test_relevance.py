@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from forecast_dojo.corpus import HashingEmbedder
-from forecast_dojo.events.relevance import RelevanceIndex, name_terms, salient_terms, terms
+from forecast_dojo.events.leakage import LeakageConfig
+from forecast_dojo.events.relevance import MatchRule, RelevanceIndex, name_terms, salient_terms, terms
+from forecast_dojo.events.selection import SelectionConfig
 
 from .conftest import day, make_corpus, make_doc
 
@@ -60,3 +62,24 @@ def test_similarity_threshold_uses_the_corpus_embedder(tmp_path: Path) -> None:
     strict = index.matches("Russia captures Rodynske", 0, 2, min_coverage=0.5, min_similarity=0.99)
     assert len(all_rows) == 2 and [m.row for m in strict] == [0]
     assert strict[0].similarity > 0.99
+
+
+def test_a_match_rule_is_the_thresholds_the_configs_hold(tmp_path: Path) -> None:
+    docs = [
+        make_doc("full", "Russia captures Rodynske after weeks of fighting.", 1),
+        make_doc("partial", "Russia shells Kharkiv.", 2),
+        make_doc("no-name", "Forces capture a village.", 3),
+    ]
+    index = RelevanceIndex(make_corpus(tmp_path, docs))
+    question = "Will Russia capture Rodynske?"
+    for rule in (MatchRule(0.6), MatchRule(0.0, 1), MatchRule(0.0, 1, require_name=False)):
+        keywords = {"min_coverage": rule.min_coverage, "min_shared": rule.min_shared}
+        keywords["require_name"] = rule.require_name
+        assert index.find(question, 0, 3, rule) == index.matches(question, 0, 3, **keywords)
+    assert [m.row for m in index.find(question, 0, 3, MatchRule(0.0, 1), top_k=1)] == [0]
+    # max(min_shared, ceil(coverage * n)), at most n
+    assert (MatchRule(0.5).needed(3), MatchRule(0.5, 4).needed(3), MatchRule(0.4, 1).needed(5)) == (2, 3, 2)
+    leakage = LeakageConfig(min_coverage=0.7, min_shared_terms=3, min_similarity=0.2)
+    assert leakage.rule == MatchRule(0.7, 3, 0.2)
+    selection = SelectionConfig(evidence_min_coverage=0.3, evidence_min_shared_terms=1)
+    assert selection.evidence_rule == MatchRule(0.3, 1, 0.0)

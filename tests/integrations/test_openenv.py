@@ -19,6 +19,8 @@ from forecast_dojo.agents import EvidenceAgent  # noqa: E402
 from forecast_dojo.errors import CapacityError, ServeError, SessionClosedError  # noqa: E402
 from forecast_dojo.integrations.openenv import (  # noqa: E402
     INFO_KEYS,
+    TIMING_PHASES,
+    TIMINGS_ROUTE,
     BackgroundServer,
     ForecastDojoClient,
     create_app,
@@ -189,6 +191,43 @@ def test_the_session_cap_and_idle_reaping(make_tiny_env):
             client.close()
 
 
+def test_request_timings_split_each_request_and_are_off_by_default(make_tiny_env):
+    import urllib.error
+    import urllib.request
+
+    untimed = create_app(lambda: make_tiny_env(), max_sessions=1)
+    with BackgroundServer(untimed) as running, pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(running.url + TIMINGS_ROUTE)
+    timed = create_app(lambda: make_tiny_env(), max_sessions=1, timings=True)
+    with BackgroundServer(timed) as running, ForecastDojoClient(base_url=running.url) as client:
+        client.reset(event_id="harbor")
+        client.step('<tool_call>{"name": "search", "arguments": {"query": "Harbor Act"}}</tool_call>')
+        client.step("thinking")
+        with urllib.request.urlopen(running.url + TIMINGS_ROUTE) as response:
+            summary = json.loads(response.read())
+        counts = {phase: summary[phase]["count"] for phase in TIMING_PHASES}
+        assert counts == dict.fromkeys(TIMING_PHASES, 3)  # one reset, two steps
+        mean = {phase: summary[phase]["mean_ms"] for phase in TIMING_PHASES}
+        assert (
+            0 < mean["env"] <= mean["call"] < mean["handler"]
+        )  # env.step inside the call inside the handler
+        assert mean["queue"] + mean["call"] + mean["resume"] <= mean["handler"]
+        urllib.request.urlopen(urllib.request.Request(running.url + TIMINGS_ROUTE, method="DELETE")).close()
+        with urllib.request.urlopen(running.url + TIMINGS_ROUTE) as response:
+            assert json.loads(response.read())["handler"]["count"] == 0
+
+
+def test_the_server_does_not_compress_messages(make_tiny_env):
+    """Per-message deflate cost the server and the client ~0.4 ms per step for a few KB saved (benchmarks/serve.py)."""
+    from websockets.sync.client import connect
+
+    app = create_app(lambda: make_tiny_env(), max_sessions=1)
+    with BackgroundServer(app) as running, connect(running.url.replace("http", "ws") + "/ws") as ws:
+        assert "Sec-WebSocket-Extensions" not in ws.response.headers  # the client's deflate offer declined
+        ws.send(json.dumps({"type": "reset", "data": {"event_id": "harbor"}}))
+        assert json.loads(ws.recv())["data"]["observation"]["event_id"] == "harbor"
+
+
 def test_refused_configurations(make_tiny_env):
     with pytest.raises(ValueError, match="max_sessions"):
         create_app(lambda: make_tiny_env(), max_sessions=0)
@@ -222,7 +261,8 @@ def test_the_serve_command_serves_a_spec(synthetic_cache):
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
+        # a server at nice 15 beside a training run took over 120 s to start
+        deadline = time.monotonic() + 600
         while True:
             try:
                 facts = fetch_facts(url, timeout_s=1)

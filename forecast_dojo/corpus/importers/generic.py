@@ -18,6 +18,7 @@ from typing import Any
 from forecast_dojo.corpus.importers import ImportReport
 from forecast_dojo.errors import ConfigError, InputNotFoundError
 from forecast_dojo.errors import RecordError as RecordError
+from forecast_dojo.jsonl import nonblank_lines
 from forecast_dojo.schema import Document, SchemaError
 from forecast_dojo.timeutil import InstantError, parse_instant
 
@@ -38,19 +39,16 @@ def _records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None, str | Non
                 row += 1
                 yield row, record, None
         return
-    with path.open(encoding="utf-8") as fh:
-        for row, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                yield row, None, f"not JSON ({err.msg})"
-                continue
-            if not isinstance(record, dict):
-                yield row, None, f"not a JSON object but {type(record).__name__}"
-                continue
-            yield row, record, None
+    for row, line in nonblank_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            yield row, None, f"not JSON ({err.msg})"
+            continue
+        if not isinstance(record, dict):
+            yield row, None, f"not a JSON object but {type(record).__name__}"
+            continue
+        yield row, record, None
 
 
 def _is_day_precision(value: object) -> bool:
