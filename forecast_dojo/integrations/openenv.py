@@ -36,6 +36,7 @@ import socket
 import threading
 import time
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -87,6 +88,7 @@ TIMINGS_ROUTE = "/forecast_dojo/timings"
 WS_OPTIONS: dict[str, Any] = {"ws_max_size": 64 * 1024 * 1024, "ws_per_message_deflate": False}
 # What a request's time is split into (server side, ``--timings``): see :class:`RequestTimings`.
 TIMING_PHASES = ("handler", "queue", "call", "env", "resume")
+TIMING_WINDOW = 100_000  # samples per phase kept for the percentiles
 
 
 class RequestTimings:
@@ -100,35 +102,43 @@ class RequestTimings:
     protocol's: parsing and validating the message, serializing the answer, the WebSocket send.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, window: int = TIMING_WINDOW) -> None:
         self._lock = threading.Lock()
-        self._samples: dict[str, list[float]] = {phase: [] for phase in TIMING_PHASES}
+        # counts and totals are exact; the percentiles read the last ``window`` samples (a long-lived
+        # server's memory stays bounded)
+        self._samples: dict[str, deque[float]] = {phase: deque(maxlen=window) for phase in TIMING_PHASES}
+        self._counts = dict.fromkeys(TIMING_PHASES, 0)
+        self._totals = dict.fromkeys(TIMING_PHASES, 0.0)
 
     def add(self, phase: str, seconds: float) -> None:
         """Record one request's time in ``phase``."""
         with self._lock:
             self._samples[phase].append(seconds)
+            self._counts[phase] += 1
+            self._totals[phase] += seconds
 
     def clear(self) -> None:
         """Forget what was recorded."""
         with self._lock:
-            for samples in self._samples.values():
+            for phase, samples in self._samples.items():
                 samples.clear()
+                self._counts[phase] = 0
+                self._totals[phase] = 0.0
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per phase: ``count``, ``total_s``, ``mean_ms``, ``p50_ms``, ``p95_ms``."""
+        """Per phase: ``count``, ``total_s``, ``mean_ms`` (all requests), ``p50_ms``, ``p95_ms`` (the last ``window``)."""
         with self._lock:
             samples = {phase: sorted(values) for phase, values in self._samples.items()}
+            counts, totals = dict(self._counts), dict(self._totals)
         out: dict[str, dict[str, float]] = {}
         for phase, values in samples.items():
-            n = len(values)
-            total = sum(values)
+            n, total = counts[phase], totals[phase]
             out[phase] = {
                 "count": n,
                 "total_s": total,
                 "mean_ms": total / n * 1000 if n else 0.0,
-                "p50_ms": values[n // 2] * 1000 if n else 0.0,
-                "p95_ms": values[min(n - 1, int(0.95 * n))] * 1000 if n else 0.0,
+                "p50_ms": values[len(values) // 2] * 1000 if values else 0.0,
+                "p95_ms": values[min(len(values) - 1, int(0.95 * len(values)))] * 1000 if values else 0.0,
             }
         return out
 

@@ -284,3 +284,17 @@ def test_the_serve_command_serves_a_spec(synthetic_cache):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_request_timings_stay_bounded_with_exact_counts():
+    """A long-lived server's timings keep the last ``window`` samples; counts and totals stay exact."""
+    from forecast_dojo.integrations.openenv import RequestTimings
+
+    timings = RequestTimings(window=3)
+    for seconds in (1.0, 2.0, 3.0, 4.0, 5.0):
+        timings.add("env", seconds)
+    env = timings.summary()["env"]
+    assert (env["count"], env["total_s"], env["mean_ms"]) == (5, 15.0, 3000.0)
+    assert env["p50_ms"] == 4000.0 and len(timings._samples["env"]) == 3
+    timings.clear()
+    assert timings.summary()["env"]["count"] == 0
