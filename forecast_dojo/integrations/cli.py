@@ -26,6 +26,7 @@ class ServeArguments:
         prompt: The prompt profile, default or compact (empty: the spec's).
         no_python: Disable the sandboxed python tool.
         timings: Time every request on the server and serve the summary at GET /forecast_dojo/timings (benchmarks).
+        threaded: Run every env call in its session's thread (by default short calls run on the event loop).
     """
 
     spec: str = "Synthetic-v0"
@@ -39,6 +40,7 @@ class ServeArguments:
     prompt: str = ""
     no_python: bool = False
     timings: bool = False
+    threaded: bool = False
 
 
 SERVE_FLAGS = {"split": Flag(choices=("train", "eval", "all"))}
@@ -95,5 +97,6 @@ def serve_command(namespace: argparse.Namespace) -> int:
         idle_timeout_s=args.idle_timeout or None,
         spec=args.spec,
         timings=args.timings,
+        threaded=args.threaded,
     )
     return 0

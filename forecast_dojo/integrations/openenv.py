@@ -52,11 +52,13 @@ from openenv.core.env_server.types import (
     State,
     WSErrorCode,
 )
-from openenv.core.sync_client import SyncEnvClient
+from openenv.core.utils import convert_to_ws_url
 from pydantic import Field, model_validator
 
 from forecast_dojo._version import __version__
+from forecast_dojo.actions import parse_action
 from forecast_dojo.errors import CapacityError, ConfigError, ServeError, SessionClosedError
+from forecast_dojo.integrations.wsclient import BlockingWebSocket
 from forecast_dojo.training.grpo import ForecastStepEnv, _prompt_messages
 from forecast_dojo.training.rewards import step_reward
 
@@ -173,6 +175,49 @@ class _TimingMiddleware:
         await self.app(scope, timed_receive, timed_send)
 
 
+class _QuietDisconnectMiddleware:
+    """ASGI middleware: a WebSocket session whose client vanished ends quietly, not as "Exception in ASGI application".
+
+    When a client disconnects while its request runs (a trainer killed mid-rollout: many at once),
+    OpenEnv's handler fails sending the answer, then fails again sending an error about that, and the
+    error escapes to uvicorn, which logs a traceback. The session is closed either way (the handler's
+    ``finally``); an error raised after the client is known to be gone (a ``websocket.disconnect``
+    received, or a send that failed) is logged at debug level. Errors while the client is there still
+    propagate.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        gone = False
+
+        async def watched_receive() -> Any:
+            nonlocal gone
+            message = await receive()
+            if message.get("type") == "websocket.disconnect":
+                gone = True
+            return message
+
+        async def watched_send(message: Any) -> None:
+            nonlocal gone
+            try:
+                await send(message)
+            except Exception:
+                gone = True
+                raise
+
+        try:
+            await self.app(scope, watched_receive, watched_send)
+        except Exception as err:
+            if not gone:
+                raise
+            log.debug("a client left during its request; its session was closed (%r)", err)
+
+
 class ForecastAction(Action):
     """One assistant turn, as ``env.step`` takes it: an OpenAI chat message dict, or text with ``<tool_call>`` blocks.
 
@@ -226,6 +271,24 @@ def _observation(
     )
 
 
+def waiting_tools(env: Any) -> frozenset[str]:
+    """The env's tools whose calls may wait on something other than this process's Python code.
+
+    ``python`` (a sandboxed subprocess, seconds) and ``search`` when its query embedder is a neural
+    model (torch, which releases the GIL while it computes). Other tools (``read``, ``submit_forecast``,
+    a search with the hashing or static embedder or BM25) are pure Python or short numpy over the
+    loaded corpus: on the server they run on the event loop (:meth:`ServedForecastEnv.runs_inline`).
+    """
+    from forecast_dojo.corpus.embedders import HashingEmbedder, StaticMiniLMEmbedder
+
+    tools = set(getattr(env, "enabled_tools", ())) & {"python", "search"}
+    retriever = getattr(getattr(env, "gateway", None), "retriever", None)
+    embedder = getattr(getattr(retriever, "embed_query", None), "embedder", None)
+    if embedder is None or isinstance(embedder, HashingEmbedder | StaticMiniLMEmbedder):
+        tools.discard("search")  # BM25, or an embedder that is a table lookup and a small matmul
+    return frozenset(tools)
+
+
 class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State]):
     """One session's env on the server: ``make_env()`` is called at the session's first reset.
 
@@ -246,6 +309,7 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
         self._closed = False
         self._turns = 0
         self._episode_id: str | None = None
+        self._waiting_tools: frozenset[str] = frozenset()  # tools whose calls may wait: see runs_inline
         self.busy = False  # inside reset/step: the idle reaper leaves the session alone
 
     def _live(self) -> Any:
@@ -256,7 +320,27 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
             )
         if self._env is None:
             self._env = self._make_env()
+            self._waiting_tools = waiting_tools(self._env)
         return self._env
+
+    def runs_inline(self, method: str, args: Sequence[Any]) -> bool:
+        """Whether this call of ``reset`` / ``step`` is short enough to run on the server's event loop.
+
+        Short: a reset of the session's env once it is built, and a step whose turn calls none of the
+        tools that may wait (:func:`waiting_tools`: ``python`` runs a subprocess; a search whose query
+        embedder is a neural model runs torch). Those calls, and the first reset (it builds the env),
+        run in the session's own thread, so other sessions go on meanwhile.
+        """
+        if self._env is None or self._closed:
+            return False
+        if method == "reset":
+            return True
+        if method != "step" or not args or not isinstance(args[0], ForecastAction):
+            return False
+        if not self._waiting_tools:
+            return True
+        parsed = parse_action(args[0].message)  # never raises
+        return not any(call.name in self._waiting_tools for call in parsed.tool_calls)
 
     def reset(
         self,
@@ -332,11 +416,28 @@ class _ForecastServer(HTTPEnvServer):
     """
 
     timings: RequestTimings | None = None
+    inline: bool = True  # short env calls run on the event loop (ServedForecastEnv.runs_inline)
 
     async def _run_in_session_executor(
         self, session_id: str, func: Callable[..., Observation], *args: Any, **kwargs: Any
     ) -> Observation:
         timings = self.timings
+        owner = getattr(func, "__self__", None)
+        if (
+            self.inline
+            and isinstance(owner, ServedForecastEnv)
+            and owner.runs_inline(getattr(func, "__name__", ""), args)
+        ):
+            # No hop to the session's thread and back: two thread wake-ups fewer per request.
+            if timings is None:
+                return func(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                timings.add("queue", 0.0)
+                timings.add("call", time.perf_counter() - start)
+                timings.add("resume", 0.0)
         if timings is None:
             return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
         executor = self._session_executors.get(session_id, self._executor)
@@ -415,6 +516,7 @@ def create_app(
     idle_timeout_s: float | None = 600.0,
     spec: str | None = None,
     timings: bool = False,
+    threaded: bool = False,
 ) -> Any:
     """The FastAPI app that serves ``make_env``'s env, one env per WebSocket session.
 
@@ -425,6 +527,10 @@ def create_app(
         spec: The spec's name, reported at ``/forecast_dojo``.
         timings: Time every request on the server (:class:`RequestTimings`) and serve the summary at
             ``GET /forecast_dojo/timings`` (``DELETE`` clears it); a diagnostic for benchmarks.
+        threaded: Run every env call in its session's thread. By default the short ones (a reset of a
+            built env, a step that calls no tool that may wait: :meth:`ServedForecastEnv.runs_inline`)
+            run on the event loop, which saves two thread hand-offs per request; each holds the loop
+            for its duration (1-3 ms on the synthetic world), as it would hold the GIL in a thread.
 
     Returns:
         The app (serve it with uvicorn: :func:`serve`, or :class:`BackgroundServer` in a thread).
@@ -450,6 +556,7 @@ def create_app(
             max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s
         ),
     )
+    server.inline = not threaded
     app = FastAPI(title="forecast-dojo", version=__version__, description="forecast-dojo served over OpenEnv")
     server.register_routes(app, mode="production")  # /ws, /health, /schema, /metadata: no stateless /step
 
@@ -470,6 +577,7 @@ def create_app(
             recorder.clear()
             return {"cleared": True}
 
+    app.add_middleware(_QuietDisconnectMiddleware)
     app.state.forecast_server = server
     return app
 
@@ -483,6 +591,7 @@ def serve(
     idle_timeout_s: float | None = 600.0,
     spec: str | None = None,
     timings: bool = False,
+    threaded: bool = False,
 ) -> None:
     """Serve the env with uvicorn until interrupted (what ``forecast-dojo serve`` runs).
 
@@ -494,11 +603,17 @@ def serve(
         idle_timeout_s: Close a session idle for longer (None: never).
         spec: The spec's name, reported at ``/forecast_dojo``.
         timings: Time every request (``GET /forecast_dojo/timings``; see :func:`create_app`).
+        threaded: Run every env call in its session's thread (see :func:`create_app`).
     """
     import uvicorn
 
     app = create_app(
-        make_env, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, spec=spec, timings=timings
+        make_env,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout_s,
+        spec=spec,
+        timings=timings,
+        threaded=threaded,
     )
     print(
         f"forecast-dojo serve: {spec or 'env'} on ws://{host}:{port}/ws "
@@ -575,21 +690,44 @@ def fetch_facts(base_url: str, timeout_s: float = 10.0) -> dict[str, Any]:
     return facts
 
 
+def _step_payload(action: Any) -> dict[str, Any]:
+    """A step message's data: ``{"message": <the turn>}`` (an openai message object as its dict)."""
+    if isinstance(action, ForecastAction):
+        return {"message": action.message}
+    if hasattr(action, "model_dump"):  # the openai client's message object
+        action = action.model_dump(mode="json", exclude_none=True)
+    return {"message": action}
+
+
+def _parse_result(payload: dict[str, Any]) -> StepResult[ForecastObservation]:
+    reward = payload.get("reward")
+    done = bool(payload.get("done", False))
+    observation = ForecastObservation(**payload.get("observation", {}), reward=reward, done=done)
+    return StepResult(observation=observation, reward=reward, done=done)
+
+
+def _served_error(response: dict[str, Any], url: str) -> tuple[ServeError, bool]:
+    """The error a server's ``error`` answer means, and whether the server closed the session with it."""
+    data = response.get("data", {})
+    code = str(data.get("code", "UNKNOWN"))
+    text = str(data.get("message", "unknown error"))
+    if code == WSErrorCode.CAPACITY_REACHED:  # the server closed it; a later call reconnects
+        return CapacityError(
+            f"{url}: {text} (the server's --max-sessions; retry later or add a server)", code
+        ), True
+    if text.startswith(SESSION_CLOSED):
+        return SessionClosedError(text, code), True
+    return ServeError(text, code), False
+
+
 class AsyncForecastDojoClient(EnvClient[ForecastAction, ForecastObservation, State]):
     """OpenEnv's async WebSocket client for a forecast-dojo server (:class:`ForecastDojoClient` is the sync one)."""
 
     def _step_payload(self, action: Any) -> dict[str, Any]:
-        if isinstance(action, ForecastAction):
-            return {"message": action.message}
-        if hasattr(action, "model_dump"):  # the openai client's message object
-            action = action.model_dump(mode="json", exclude_none=True)
-        return {"message": action}
+        return _step_payload(action)
 
     def _parse_result(self, payload: dict[str, Any]) -> StepResult[ForecastObservation]:
-        reward = payload.get("reward")
-        done = bool(payload.get("done", False))
-        observation = ForecastObservation(**payload.get("observation", {}), reward=reward, done=done)
-        return StepResult(observation=observation, reward=reward, done=done)
+        return _parse_result(payload)
 
     def _parse_state(self, payload: dict[str, Any]) -> State:
         return State(**payload)
@@ -653,26 +791,27 @@ class AsyncForecastDojoClient(EnvClient[ForecastAction, ForecastObservation, Sta
                 raise ServeError(f"lost the session on {self._ws_url}: {err!r}", "CONNECTION") from err
         if response.get("type") != "error":
             return response
-        data = response.get("data", {})
-        code = str(data.get("code", "UNKNOWN"))
-        text = str(data.get("message", "unknown error"))
-        if code == WSErrorCode.CAPACITY_REACHED:
-            await self._drop()  # the server closed it; a later call reconnects
-            raise CapacityError(
-                f"{self._ws_url}: {text} (the server's --max-sessions; retry later or add a server)", code
-            )
-        if text.startswith(SESSION_CLOSED):
+        error, closed = _served_error(response, self._ws_url)
+        if closed:
             await self._drop()
-            raise SessionClosedError(text, code)
-        raise ServeError(text, code)
+        raise error
 
 
-class ForecastDojoClient(SyncEnvClient[ForecastAction, ForecastObservation, State]):
+class ForecastDojoClient:
     """A synchronous client of ``forecast-dojo serve``: one session (one env) per client.
 
+    It speaks OpenEnv's WebSocket protocol (``/ws``: ``reset``, ``step``, ``state`` and ``close``
+    messages, as OpenEnv's ``EnvClient``), over a connection driven in the calling thread
+    (:class:`~forecast_dojo.integrations.wsclient.BlockingWebSocket`): a round trip wakes no other
+    thread (OpenEnv's ``SyncEnvClient`` hands every call to an event-loop thread and back). One thread
+    at a time per client (calls from several threads are serialized). :class:`AsyncForecastDojoClient`
+    is the asyncio one.
+
     Args:
-        base_url: The server, e.g. ``http://127.0.0.1:8000``.
-        **options: OpenEnv client options (``connect_timeout_s``, ``message_timeout_s``).
+        base_url: The server, e.g. ``http://127.0.0.1:8000`` (or ``ws://...``).
+        connect_timeout_s: Seconds for the connection and the handshake.
+        message_timeout_s: Seconds to wait for an answer (a ``step`` that runs python may take long).
+        max_message_size_mb: The largest answer accepted.
 
     Example::
 
@@ -682,9 +821,94 @@ class ForecastDojoClient(SyncEnvClient[ForecastAction, ForecastObservation, Stat
                 result = client.step(my_policy(result.observation))  # an assistant turn
     """
 
-    def __init__(self, base_url: str, **options: Any) -> None:
-        super().__init__(AsyncForecastDojoClient(base_url, **options))
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 60.0,
+        max_message_size_mb: float = 100.0,
+    ) -> None:
         self.base_url = base_url
+        self._ws_url = f"{convert_to_ws_url(base_url)}/ws"
+        self._connect_timeout = connect_timeout_s
+        self._message_timeout = message_timeout_s
+        self._max_message_size = int(max_message_size_mb * 1024 * 1024)
+        self._ws: BlockingWebSocket | None = None
+        self._lock = threading.Lock()
+        self._async: AsyncForecastDojoClient | None = None
+
+    @property
+    def async_client(self) -> AsyncForecastDojoClient:
+        """An asyncio client of the same server (its own connection: a separate session)."""
+        if self._async is None:
+            self._async = AsyncForecastDojoClient(
+                self.base_url,
+                connect_timeout_s=self._connect_timeout,
+                message_timeout_s=self._message_timeout,
+                max_message_size_mb=self._max_message_size / 1024 / 1024,
+            )
+        return self._async
+
+    def connect(self) -> ForecastDojoClient:
+        """Open the session's WebSocket (the first request does it too).
+
+        Raises:
+            ServeError: No server answers at the URL.
+        """
+        with self._lock:
+            self._connect()
+        return self
+
+    def _connect(self) -> BlockingWebSocket:
+        if self._ws is None:
+            try:
+                self._ws = BlockingWebSocket(
+                    self._ws_url, open_timeout_s=self._connect_timeout, max_size=self._max_message_size
+                )
+            except (ConnectionError, TimeoutError) as err:
+                raise ServeError(
+                    f"Failed to connect to {self._ws_url}: {err} (is `forecast-dojo serve` running there?)",
+                    "CONNECTION",
+                ) from err
+        return self._ws
+
+    def _drop(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            ws.close(timeout_s=0.0)
+
+    def _last_words(self) -> dict[str, Any] | None:
+        """The message a server sent before closing the connection (None if it sent none), then drop it."""
+        ws = self._ws
+        message: dict[str, Any] | None = None
+        if ws is not None:
+            try:
+                message = json.loads(ws.recv(timeout_s=1.0))
+            except Exception:  # nothing was left to read
+                message = None
+        self._drop()
+        return message
+
+    def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            ws = self._connect()
+            response: dict[str, Any] | None = None
+            try:
+                ws.send(json.dumps(message, default=str))  # anything a model wrote is sent as text
+                response = json.loads(ws.recv(timeout_s=self._message_timeout))
+            except (TimeoutError, OSError) as err:
+                # A server at capacity answers the connection with an error and closes it at once: read that
+                # answer. After a timeout the connection is dropped (a late answer would answer the next call).
+                response = self._last_words()
+                if response is None:
+                    raise ServeError(f"lost the session on {self._ws_url}: {err!r}", "CONNECTION") from err
+            if response.get("type") != "error":
+                return response
+            error, closed = _served_error(response, self._ws_url)
+            if closed:
+                self._drop()
+            raise error
 
     def reset(
         self,
@@ -704,15 +928,46 @@ class ForecastDojoClient(SyncEnvClient[ForecastAction, ForecastObservation, Stat
         """
         data = {"event_id": event_id, "step": step, "notebook": notebook, "seed": seed, "rollout": rollout}
         data.update(options)
-        return super().reset(**{k: v for k, v in data.items() if v is not None})
+        data = {k: v for k, v in data.items() if v is not None}
+        return _parse_result(self._send_and_receive({"type": "reset", "data": data}).get("data", {}))
 
     def step(self, action: Any, **kwargs: Any) -> StepResult[ForecastObservation]:
         """One assistant turn (a chat message dict, text, or a :class:`ForecastAction`)."""
-        return super().step(action, **kwargs)
+        message = {"type": "step", "data": _step_payload(action)}
+        return _parse_result(self._send_and_receive(message).get("data", {}))
+
+    def state(self) -> State:
+        """The session's episode id and the turns taken since its reset."""
+        return State(**self._send_and_receive({"type": "state"}).get("data", {}))
+
+    def disconnect(self) -> None:
+        """End the session: ask the server to close it and let the server close the connection first."""
+        with self._lock:
+            ws, self._ws = self._ws, None
+            if ws is not None:
+                with contextlib.suppress(Exception):  # already gone
+                    ws.send(json.dumps({"type": "close"}))
+                ws.close(timeout_s=2.0)
+
+    def close(self) -> None:
+        """Close the session (a later call opens a new one)."""
+        self.disconnect()
 
     def facts(self) -> dict[str, Any]:
         """The server's ``/forecast_dojo`` facts (spec, split, memory, tools, schemas, sessions)."""
         return fetch_facts(self.base_url)
+
+    def __enter__(self) -> ForecastDojoClient:
+        return self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        ws = getattr(self, "_ws", None)
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                ws._sock.close()
 
 
 def observation_dict(observation: ForecastObservation) -> dict[str, Any]:

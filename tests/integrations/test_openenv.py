@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -298,3 +299,158 @@ def test_request_timings_stay_bounded_with_exact_counts():
     assert env["p50_ms"] == 4000.0 and len(timings._samples["env"]) == 3
     timings.clear()
     assert timings.summary()["env"]["count"] == 0
+
+
+def test_short_calls_run_on_the_event_loop_and_python_in_the_session_thread(make_tiny_env):
+    """No thread hand-off for a reset or a search/read/submit turn; a python turn waits in the session's thread."""
+    threads: list[tuple[str, str]] = []
+
+    def runner(code: str, now) -> tuple[str, str | None]:
+        threads.append(("python", threading.current_thread().name))
+        return "42\n", None
+
+    def make_env():
+        env = make_tiny_env(python_runner=runner)
+        step, reset = env.step, env.reset
+
+        def traced_step(action):
+            threads.append(("step", threading.current_thread().name))
+            return step(action)
+
+        def traced_reset(*args, **kwargs):
+            threads.append(("reset", threading.current_thread().name))
+            return reset(*args, **kwargs)
+
+        env.step, env.reset = traced_step, traced_reset
+        return env
+
+    search = '<tool_call>{"name": "search", "arguments": {"query": "Harbor Act"}}</tool_call>'
+    python = '<tool_call>{"name": "python", "arguments": {"code": "print(6 * 7)"}}</tool_call>'
+    for threaded in (False, True):
+        threads.clear()
+        app = create_app(make_env, max_sessions=1, threaded=threaded)
+        with BackgroundServer(app) as running, ForecastDojoClient(base_url=running.url) as client:
+            client.reset(event_id="harbor")  # builds the env: in the session's thread
+            client.reset(event_id="harbor")
+            client.step(search)
+            result = client.step(python)
+            assert "42" in json.dumps(result.observation.messages)
+        loop = "forecast-dojo-serve"  # BackgroundServer's thread runs the event loop
+        where = [(what, name == loop) for what, name in threads]
+        if threaded:
+            assert not any(on_loop for _, on_loop in where), threads
+        else:
+            assert where == [
+                ("reset", False),
+                ("reset", True),
+                ("step", True),
+                ("step", False),
+                ("python", False),
+            ], threads
+
+
+def test_waiting_tools():
+    from forecast_dojo.corpus.embedders import HashingEmbedder
+    from forecast_dojo.integrations.openenv import waiting_tools
+
+    class Neural:  # any embedder but the hashing and static ones may release the GIL and wait
+        pass
+
+    def env(tools, embedder):
+        retriever = SimpleNamespace(embed_query=SimpleNamespace(embedder=embedder))
+        return SimpleNamespace(enabled_tools=tools, gateway=SimpleNamespace(retriever=retriever))
+
+    assert waiting_tools(env(("search", "read", "submit_forecast"), HashingEmbedder())) == frozenset()
+    assert waiting_tools(env(("search", "python"), HashingEmbedder())) == {"python"}
+    assert waiting_tools(env(("search", "python"), Neural())) == {"python", "search"}
+    assert waiting_tools(env(("read",), Neural())) == frozenset()
+
+
+def test_the_client_speaks_openenvs_protocol_to_a_stock_openenv_server(make_tiny_env):
+    """The blocking client against OpenEnv's own HTTPEnvServer (no forecast-dojo server code) and back."""
+    import asyncio
+    import functools
+
+    from fastapi import FastAPI
+    from openenv.core.env_server.http_server import HTTPEnvServer
+    from openenv.core.env_server.types import ConcurrencyConfig
+
+    from forecast_dojo.integrations.openenv import (
+        AsyncForecastDojoClient,
+        ForecastAction,
+        ForecastObservation,
+        ServedForecastEnv,
+    )
+
+    stock = HTTPEnvServer(
+        functools.partial(ServedForecastEnv, lambda: make_tiny_env()),
+        ForecastAction,
+        ForecastObservation,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=2),
+    )
+    app = FastAPI()
+    stock.register_routes(app, mode="production")
+    turn = {
+        "tool_calls": [{"function": {"name": "submit_forecast", "arguments": {"probabilities": [0.8, 0.2]}}}]
+    }
+    with BackgroundServer(app) as running:
+        with ForecastDojoClient(base_url=running.url) as client:
+            first = client.reset(event_id="harbor", step=2)
+            assert first.observation.event_id == "harbor" and not first.done
+            result = client.step(turn)
+            assert result.done and result.reward == pytest.approx(-2 * 0.2**2)
+            assert client.state().step_count == 1
+            with pytest.raises(ServeError, match="episode is over"):
+                client.step("again")
+
+        async def play() -> float | None:  # OpenEnv's asyncio client gets the same
+            async with AsyncForecastDojoClient(base_url=running.url) as remote:
+                await remote.reset(event_id="harbor", step=2)
+                return (await remote.step(turn)).reward
+
+        assert asyncio.run(play()) == pytest.approx(result.reward)
+
+
+def test_many_clients_dropping_at_once_close_their_sessions_quietly(make_tiny_env):
+    """Clients that vanish mid-request (sockets reset while their step runs) free their slots; no ASGI error is logged."""
+    import logging
+    import socket
+    import struct
+
+    from forecast_dojo.integrations.wsclient import BlockingWebSocket
+
+    def slow_runner(code: str, now) -> tuple[str, str | None]:
+        time.sleep(0.5)  # the answer is sent after its client is gone
+        return "done\n", None
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(level=logging.ERROR)
+    handler.emit = records.append  # type: ignore[method-assign]
+    app = create_app(lambda: make_tiny_env(python_runner=slow_runner), max_sessions=12)
+    running = BackgroundServer(app)  # uvicorn configures its loggers here: listen after it did
+    loggers = [logging.getLogger(name) for name in ("uvicorn.error", "uvicorn", "uvicorn.asgi")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    python = {"message": '<tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>'}
+    try:
+        with running:
+            sockets = []
+            for _ in range(12):
+                ws = BlockingWebSocket(running.url.replace("http", "ws") + "/ws")
+                ws.send(json.dumps({"type": "reset", "data": {"event_id": "harbor"}}))
+                json.loads(ws.recv(timeout_s=60))
+                ws.send(json.dumps({"type": "step", "data": python}))
+                sockets.append(ws._sock)
+            for sock in sockets:  # RST, not a close handshake, while the steps run
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+            deadline = time.monotonic() + 60
+            while fetch_facts(running.url)["active_sessions"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fetch_facts(running.url)["active_sessions"] == 0
+            with ForecastDojoClient(base_url=running.url) as client:  # the server goes on
+                assert client.reset(event_id="mayor").observation.event_id == "mayor"
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records], [r.getMessage() for r in records]
