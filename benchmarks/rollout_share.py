@@ -2,7 +2,7 @@
 
 The policy is :class:`forecast_dojo.agents.OpenAIAgent` (the ``openai`` client, native tool calls)
 talking to the scripted OpenAI-compatible server of the test suite
-(``tests/examples/test_examples.py::ScriptedChatServer``, on 127.0.0.1: one ``search`` per forecast
+(``forecast_dojo.testing.ScriptedChatServer``, on 127.0.0.1: one ``search`` per forecast
 step, then a uniform ``submit_forecast``). What is simulated is the model only: the server sleeps
 ``--latency`` seconds before each reply (0 = an infinitely fast model, the worst case for the env's
 share; a latency equal to a real model's turn time stands in for that model's generation). Everything
@@ -26,20 +26,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # the test suite's scripted server, and this checkout's forecast_dojo
+sys.path.insert(0, str(REPO))  # this checkout's benchmarks and forecast_dojo
 
-from benchmarks.serve import process_cpu_s, start_server  # noqa: E402
+from benchmarks.serve import open_client, process_cpu_s, start_server  # noqa: E402
 from forecast_dojo.agents.openai_agent import OpenAIAgent, OpenAIConfig  # noqa: E402
-from forecast_dojo.integrations.openenv import ForecastDojoClient, observation_dict  # noqa: E402
+from forecast_dojo.integrations.openenv import observation_dict  # noqa: E402
 from forecast_dojo.registration import make  # noqa: E402
-from tests.examples.test_examples import ScriptedChatServer  # noqa: E402
+from forecast_dojo.testing import ScriptedChatServer, serve_scripted_chat  # noqa: E402
 
 TARGET = 0.01  # the env's share of a rollout (issue 20)
 
@@ -47,20 +45,13 @@ TARGET = 0.01  # the env's share of a rollout (issue 20)
 class SlowChatServer(ScriptedChatServer):
     """The scripted server, answering each chat request after ``latency_s`` (the simulated generation)."""
 
-    latency_s = 0.0
     requests: list[dict] = []
 
-    def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-        time.sleep(self.latency_s)
-        super().do_POST()
 
-
-def chat_server(latency_s: float) -> tuple[ThreadingHTTPServer, str]:
+def chat_server(latency_s: float) -> tuple[Any, str]:
     SlowChatServer.latency_s = latency_s
     SlowChatServer.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SlowChatServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return serve_scripted_chat(SlowChatServer)
 
 
 def agent_for(url: str, tools: list[dict[str, Any]]) -> OpenAIAgent:
@@ -89,7 +80,7 @@ def rollout_in_process(env: Any, chat_url: str, events: list[str]) -> tuple[floa
 
 
 def rollout_served(
-    client: ForecastDojoClient, pid: int, tools: list[dict[str, Any]], chat_url: str, events: list[str]
+    client: Any, pid: int, tools: list[dict[str, Any]], chat_url: str, events: list[str]
 ) -> tuple[float, float, float, int]:
     """(round-trip seconds, env CPU seconds, wall seconds, steps) for ``events`` played through one session.
 
@@ -127,6 +118,12 @@ def main() -> None:
     parser.add_argument(
         "--episodes", type=int, default=1, help="episodes per row (the first training events)"
     )
+    parser.add_argument(
+        "--threaded", action="store_true", help="serve with --threaded (every env call in a thread)"
+    )
+    parser.add_argument(
+        "--client", choices=("blocking", "openenv"), default="blocking", help="as benchmarks/serve.py"
+    )
     args = parser.parse_args()
     args.server_code, args.no_timings = str(REPO), True
 
@@ -134,7 +131,7 @@ def main() -> None:
     tools = env.tool_schemas()
     events = [e.id for e in env.events][: args.episodes]
     process, url = start_server(args, 1)
-    client = ForecastDojoClient(base_url=url, connect_timeout_s=600.0, message_timeout_s=600.0)
+    client = open_client(url, args.client)
     rows = []
     try:
         for latency in args.latency:
@@ -161,7 +158,8 @@ def main() -> None:
 
     print(
         f"{os.cpu_count()} CPUs; spec {args.spec}, embedder {args.embedder}, {len(events)} episode(s) per row "
-        f"({', '.join(events)}); policy OpenAIAgent against the scripted chat server on 127.0.0.1"
+        f"({', '.join(events)}); policy OpenAIAgent against the scripted chat server on 127.0.0.1; "
+        f"server{' --threaded' if args.threaded else ''}, client {args.client}"
     )
     header = (
         f"{'latency s/turn':>14} {'env':>10} {'turns':>6} {'chat calls':>10} | {'env ms/turn':>11} "

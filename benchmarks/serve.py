@@ -15,12 +15,13 @@ is one ``env.step`` call (one assistant turn). Three views of the same runs:
   message received -> the answer sent), of which queue (waiting for the session's thread: a CPU and the
   GIL), env (``env.step`` / ``env.reset``), the rest of the session thread's call (building the
   observation), resume (back to the event loop) and protocol (the rest: parse, validate, serialize,
-  send); and the client's side: round trip minus the server's handler (the client's work, its event-loop
-  thread hop, the loopback transport and waiting for a CPU on the client side).
+  send); and the client's side: round trip minus the server's handler (the client's work, the loopback
+  transport and waiting for a CPU on the client side; with ``--client openenv`` its event-loop thread hop).
 
     python benchmarks/serve.py                                  # hashing embedder, 1/4/16 sessions
     python benchmarks/serve.py --sessions 1 4 16 --episodes 4 --embedder hashing
     python benchmarks/serve.py --server-code /path/to/other/checkout --no-timings   # another server's code
+    python benchmarks/serve.py --threaded --client openenv      # the hand-offs of before: thread-hopping server and client
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from forecast_dojo.agents import EvidenceAgent
 from forecast_dojo.errors import ServeError
 from forecast_dojo.integrations.openenv import (
     TIMINGS_ROUTE,
+    AsyncForecastDojoClient,
     ForecastDojoClient,
     fetch_facts,
     observation_dict,
@@ -92,11 +94,24 @@ def in_process(make_env: Any, events: list[str]) -> tuple[list[float], list[floa
     return latencies, resets
 
 
+def open_client(url: str, kind: str = "blocking") -> Any:
+    """A client of ``url``: ours (``blocking``: no thread hand-off) or OpenEnv's ``SyncEnvClient`` (``openenv``).
+
+    Timeouts with slack for a shared machine: 16 handshakes at once can take seconds there.
+    """
+    options = {"connect_timeout_s": 300.0, "message_timeout_s": 600.0}
+    if kind == "openenv":  # the client before this change: an event loop in a background thread
+        return AsyncForecastDojoClient(url, **options).sync()
+    return ForecastDojoClient(base_url=url, **options)
+
+
+CLIENT = "blocking"  # set from --client
+
+
 def served(url: str, events: list[str]) -> tuple[list[float], list[float]]:
     """Play ``events`` through one session; the round trip (ms) of every step and reset."""
     latencies, resets = [], []
-    # timeouts with slack for a shared machine: 16 handshakes at once can take seconds there
-    with ForecastDojoClient(base_url=url, connect_timeout_s=300.0, message_timeout_s=600.0) as client:
+    with open_client(url, CLIENT) as client:
         for event_id in events:
             agent = EvidenceAgent()
             start = time.perf_counter()
@@ -152,6 +167,8 @@ def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subproces
     command += ["--embedder", args.embedder, "--no-python", "--max-sessions", str(max_sessions)]
     if not args.no_timings:
         command.append("--timings")
+    if getattr(args, "threaded", False):
+        command.append("--threaded")
     code = str(Path(args.server_code).resolve())
     environment = {**os.environ, "PYTHONPATH": code + os.pathsep + os.environ.get("PYTHONPATH", "")}
     process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, text=True)
@@ -183,7 +200,20 @@ def main() -> None:
         "--server-code", default=str(REPO), help="the checkout the server runs (default: this one)"
     )
     parser.add_argument("--no-timings", action="store_true", help="a server without --timings (older code)")
+    parser.add_argument(
+        "--threaded",
+        action="store_true",
+        help="serve with --threaded: every env call in its session's thread",
+    )
+    parser.add_argument(
+        "--client",
+        choices=("blocking", "openenv"),
+        default="blocking",
+        help="ForecastDojoClient (blocking) or OpenEnv's SyncEnvClient over AsyncForecastDojoClient (openenv)",
+    )
     args = parser.parse_args()
+    global CLIENT
+    CLIENT = args.client
 
     def make_env() -> Any:
         return make(args.spec, embedder=args.embedder, python_runner=None, split="train")
@@ -212,7 +242,8 @@ def main() -> None:
     print(
         f"load average {started} at the start, {load()} at the end (1/5/15 min); {os.cpu_count()} CPUs; "
         f"spec {args.spec}, embedder {args.embedder}, {args.episodes} episodes per session (scripted "
-        f"EvidenceAgent); server code {args.server_code}"
+        f"EvidenceAgent); server code {args.server_code}{' --threaded' if args.threaded else ''}; "
+        f"client {args.client}"
     )
     print("\nwall clock (ms per step; steps/s over the wall time, agents included)")
     header = (

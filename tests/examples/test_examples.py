@@ -7,12 +7,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from forecast_dojo.testing import ScriptedChatServer, serve_scripted_chat
 from tests.conftest import REPO_ROOT, tiny_llama
 
 EXAMPLES = REPO_ROOT / "examples"
@@ -45,60 +44,11 @@ def test_rl_loop(synthetic_cache):
     assert sum(line.startswith("step ") for line in lines) >= 1
 
 
-class ScriptedChatServer(BaseHTTPRequestHandler):
-    """A stand-in for an OpenAI-compatible server: searches once per step, then submits uniform."""
-
-    requests: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, **body})
-        messages = body["messages"]
-        if messages[-1]["role"] == "user" and len(messages) == 2:
-            call = {"name": "search", "arguments": json.dumps({"query": "latest news", "top_k": 3})}
-        else:
-            prompt = messages[1]["content"]
-            outcomes = json.loads(re.search(r"exactly one will happen\): (\[.*\])", prompt).group(1))
-            probabilities = [1 / len(outcomes)] * len(outcomes)
-            call = {"name": "submit_forecast", "arguments": json.dumps({"probabilities": probabilities})}
-        reply = {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "tool_calls",
-                    "message": {
-                        "role": "assistant",
-                        "content": None,
-                        "tool_calls": [
-                            {"id": f"call_{len(self.requests)}", "type": "function", "function": call}
-                        ],
-                    },
-                }
-            ],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
-
 @pytest.fixture
 def chat_server():
     ScriptedChatServer.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedChatServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server, url = serve_scripted_chat()
+    yield url
     server.shutdown()
     server.server_close()
 
