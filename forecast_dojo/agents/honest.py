@@ -64,7 +64,6 @@ NO_CUE = "(no cue)"
 COMPACT_TOP_K = 3  # the compact teacher's hits per search
 COMPACT_MAX_SEARCHES = 1  # and searches per forecast date
 COMPACT_NOTEBOOK_EVIDENCE = 2  # claims kept in its notebook
-COMPACT_NAMED_REPORTS = 2  # reports named one by one in its final turn (the rest are counted)
 # A compact notebook claim: "<outcome label> favoured: <cue signature>", read back at the next date.
 _COMPACT_CLAIM = re.compile(r"^(?P<label>.+) favoured: (?P<signature>[^:]+)$")
 MIN_COUNT = 5
@@ -241,8 +240,8 @@ class HonestEvidenceAgent(EvidenceAgent):
         name: the agent's name in logs and tables.
         compact: play the compact prompt profile as a teacher for small models: fewer hits
             (:data:`COMPACT_TOP_K` per search, at most :data:`COMPACT_MAX_SEARCHES` searches, unless
-            given), a final turn that names each report weighed (document, cue, favoured outcome), the
-            update and the rounded forecast in a few short lines, and a notebook of at most
+            given), a final turn with one verdict per search hit (the outcome it favours, its cue and
+            weight, or no bearing), the update and the rounded forecast in a few short lines, and a notebook of at most
             :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as a reader would.
     """
 
@@ -336,7 +335,9 @@ class HonestEvidenceAgent(EvidenceAgent):
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
         if self.compact:  # a list in the listed order: the Update line's numbers, copied
             action = tool_call("submit_forecast", **{**arguments, "probabilities": probabilities})
-            action["content"] = explain_compact(outcomes, prior, ledger, probabilities, model)
+            action["content"] = explain_compact(
+                outcomes, prior, ledger, probabilities, model, list(self.seen)
+            )
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
@@ -391,9 +392,15 @@ def explain_compact(
     ledger: dict[str, tuple[int, str, str]],
     probabilities: Sequence[float],
     model: CueModel,
-    named: int = COMPACT_NAMED_REPORTS,
+    hits: Sequence[str] = (),
 ) -> str:
-    """The compact teacher's final turn: each report weighed, the update, the rounded forecast.
+    """The compact teacher's final turn: one verdict per search hit, the update, the rounded forecast.
+
+    Each hit gets its own line, in the order the search returned it, so that a small student decides
+    one document at a time next to where it read it: the outcome the report favours with its cue and
+    weight, "no weight" for a cue the training events never showed to be informative, or "no bearing"
+    when the report is not about this question (another entity, deadline or meeting; no view).
+    Reports the notebook carries from earlier dates and that carry weight follow under "Notes".
 
     Args:
         outcomes: the outcome labels.
@@ -401,28 +408,29 @@ def explain_compact(
         ledger: doc id -> (favoured outcome, cue signature, date) of every report read.
         probabilities: the rounded forecast.
         model: the cue model (which signatures carry weight).
-        named: reports named one by one, strongest first; the rest are counted.
+        hits: the document ids the searches returned, in their order (empty: the ledger's own order).
 
     Returns:
-        A few short lines.
+        A few short lines, the last ``Update: prior a/b -> c/d.``.
     """
-    weighed = sorted(
-        ((doc_id, fav, sig) for doc_id, (fav, sig, _) in ledger.items() if sig in model.llr),
-        key=lambda item: (-abs(model.llr[item[2]]), item[0]),
-    )
-    lines = []
-    if weighed:
-        parts = [
-            f"{doc_id} '{sig}' -> {outcomes[fav]} (LR {math.exp(model.llr[sig]):.1f})"
-            for doc_id, fav, sig in weighed[:named]
-        ]
-        more = len(weighed) - named
-        lines.append("Evidence: " + "; ".join(parts) + (f"; {more} more weighed" if more > 0 else "") + ".")
-    unweighed = len(ledger) - len(weighed)
-    if not ledger:
+
+    def verdict(doc_id: str) -> str:
+        if doc_id not in ledger:
+            return f"{doc_id}: no bearing."
+        favoured, signature, _ = ledger[doc_id]
+        if signature not in model.llr:
+            return f"{doc_id}: {outcomes[favoured]}, no weight."
+        return f"{doc_id}: {outcomes[favoured]} ('{signature}', LR {math.exp(model.llr[signature]):.1f})."
+
+    order = list(dict.fromkeys(hits)) or sorted(ledger)
+    lines = [verdict(doc_id) for doc_id in order]
+    notes = [
+        verdict(doc_id) for doc_id in sorted(ledger) if doc_id not in order and ledger[doc_id][1] in model.llr
+    ]
+    if notes:
+        lines.append("Notes: " + " ".join(notes))
+    if not any(ledger[doc_id][1] in model.llr for doc_id in ledger):
         lines.append("No report says which outcome is coming.")
-    elif unweighed:
-        lines.append(f"{unweighed} report(s) with cues of no learned weight ignored.")
     before = "/".join(f"{p:.2f}" for p in prior)
     after = "/".join(f"{p:.2f}" for p in probabilities)
     lines.append(f"Update: prior {before} -> {after}.")

@@ -131,20 +131,22 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         assert text.splitlines()[-1].split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
         assert record.valid and abs(sum(forecast) - 1) < 1e-9
         assert record.forecast == tuple(forecast) or list(record.forecast) == forecast
-        hits = {
+        hits = [
             h["id"]
             for m in record.messages
             if m["role"] == "tool"
             for h in parse_search_results(m["content"]) or []
-        }
-        if text.startswith("Evidence: "):  # each report named: document, cue, favoured outcome, its weight
-            for part in text.splitlines()[0].removeprefix("Evidence: ").rstrip(".").split("; "):
-                if "more weighed" in part:
-                    continue
-                doc_id, rest = part.split(" ", 1)
-                label = rest.split(" -> ")[1].rsplit(" (LR ", 1)[0]
-                assert label in record.outcomes and "'" in rest
-                assert doc_id in hits or doc_id in (record.notebook_in or "")
+        ]
+        # one verdict per hit, in the search's order: favoured outcome with cue and weight, or no bearing
+        verdicts = [line for line in text.splitlines() if line.startswith("syn")]
+        assert [line.split(":", 1)[0] for line in verdicts] == list(dict.fromkeys(hits))
+        for line in verdicts:
+            rest = line.split(": ", 1)[1]
+            if rest != "no bearing.":
+                label = rest.split(" ('")[0].removesuffix(", no weight.")
+                assert label in record.outcomes, line
+        weighed = [line for line in verdicts if " LR " in line]
+        assert ("No report says which outcome is coming." in text) == (not weighed and "Notes: " not in text)
         notebook = arguments["notebook"]
         assert len(notebook["evidence"]) <= COMPACT_NOTEBOOK_EVIDENCE
         assert all(" favoured: " in e["claim"] for e in notebook["evidence"])
