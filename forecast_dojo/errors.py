@@ -220,6 +220,14 @@ class SessionClosedError(ServeError):
     """The server closed this session (idle past ``--idle-timeout``): reconnect to start a new one."""
 
 
+class TransportError(ForecastDojoError, ConnectionError):
+    """The WebSocket to a served environment failed or closed (the client maps it to :class:`ServeError`)."""
+
+
+class TransportTimeoutError(ForecastDojoError, TimeoutError):
+    """A served environment did not answer (or finish the handshake) in time."""
+
+
 class SandboxUnavailableError(ForecastDojoError, OSError):
     """The python sandbox cannot run on this machine (missing libfaketime, unsupported architecture)."""
 
@@ -267,6 +275,8 @@ __all__ = [
     "StateError",
     "StrictBuildError",
     "StudyError",
+    "TransportError",
+    "TransportTimeoutError",
     "UnknownEventError",
     "UntrustedInputError",
     "UsageError",

@@ -22,6 +22,8 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Response
 from websockets.uri import parse_uri
 
+from forecast_dojo.errors import TransportError, TransportTimeoutError
+
 READ_CHUNK = 256 * 1024
 
 
@@ -36,8 +38,8 @@ class BlockingWebSocket:
         max_size: The largest message accepted, in bytes (None: no limit).
 
     Raises:
-        ConnectionError: The connection or the handshake failed.
-        TimeoutError: The handshake did not finish in time.
+        TransportError: The connection or the handshake failed.
+        TransportTimeoutError: The handshake did not finish in time.
     """
 
     def __init__(self, url: str, *, open_timeout_s: float = 10.0, max_size: int | None = 2**20) -> None:
@@ -51,7 +53,7 @@ class BlockingWebSocket:
         try:
             sock = socket.create_connection((uri.host, uri.port), timeout=open_timeout_s)
         except OSError as err:
-            raise ConnectionError(f"cannot connect to {url}: {err}") from err
+            raise TransportError(f"cannot connect to {url}: {err}") from err
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small frames go out at once
         if uri.secure:
             import ssl
@@ -65,7 +67,7 @@ class BlockingWebSocket:
             while not isinstance(self._next_event(deadline), Response):
                 pass
             if self._protocol.handshake_exc is not None:
-                raise ConnectionError(f"the handshake with {url} failed: {self._protocol.handshake_exc}")
+                raise TransportError(f"the handshake with {url} failed: {self._protocol.handshake_exc}")
         except BaseException:
             sock.close()
             raise
@@ -74,20 +76,20 @@ class BlockingWebSocket:
         """Send one text message.
 
         Raises:
-            ConnectionError: The connection is closed (or closing).
+            TransportError: The connection is closed (or closing).
         """
         try:
             self._protocol.send_text(text.encode("utf-8", "surrogatepass"))
         except Exception as err:  # websockets' InvalidState: the connection is closing or closed
-            raise ConnectionError(f"{self.url}: the connection is closed ({err})") from err
+            raise TransportError(f"{self.url}: the connection is closed ({err})") from err
         self._flush()
 
     def recv(self, timeout_s: float | None = None) -> str | bytes:
         """The next message (``str`` for text, ``bytes`` for binary); pings are answered on the way.
 
         Raises:
-            TimeoutError: No whole message within ``timeout_s``.
-            ConnectionError: The server closed the connection (a message it sent before is still returned first).
+            TransportTimeoutError: No whole message within ``timeout_s``.
+            TransportError: The server closed the connection (a message it sent before is still returned first).
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
@@ -100,7 +102,7 @@ class BlockingWebSocket:
                 self._fragments.append(bytes(event.data))
             elif event.opcode is Opcode.CLOSE:
                 self._flush()  # the protocol's close reply
-                raise ConnectionError(f"{self.url}: the server closed the connection")
+                raise TransportError(f"{self.url}: the server closed the connection")
             else:  # PING (the protocol queued the PONG) or PONG
                 continue
             if event.fin:
@@ -134,11 +136,11 @@ class BlockingWebSocket:
         while not self._events:
             if self._eof:
                 reason = self._protocol.parser_exc or "connection closed"
-                raise ConnectionError(f"{self.url}: {reason}")
+                raise TransportError(f"{self.url}: {reason}")
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(f"{self.url}: no answer in time")
+                    raise TransportTimeoutError(f"{self.url}: no answer in time")
                 self._sock.settimeout(remaining)
             else:
                 self._sock.settimeout(None)
@@ -148,7 +150,7 @@ class BlockingWebSocket:
                 raise
             except OSError as err:  # reset by the peer
                 self._eof = True
-                raise ConnectionError(f"{self.url}: {err}") from err
+                raise TransportError(f"{self.url}: {err}") from err
             if data:
                 self._protocol.receive_data(data)
             else:
