@@ -431,7 +431,7 @@ def explain_compact(
         lines.append("Notes: " + " ".join(notes))
     if not any(ledger[doc_id][1] in model.llr for doc_id in ledger):
         lines.append("No report says which outcome is coming.")
-    before = "/".join(f"{p:.2f}" for p in prior)
+    before = "/".join(f"{p:.2f}" for p in round_distribution(prior))  # sums to 1, as the forecast does
     after = "/".join(f"{p:.2f}" for p in probabilities)
     lines.append(f"Update: prior {before} -> {after}.")
     return "\n".join(lines)

@@ -130,6 +130,9 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         assert isinstance(forecast, list) and len(forecast) == len(record.outcomes)
         assert text.splitlines()[-1].split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
         assert record.valid and abs(sum(forecast) - 1) < 1e-9
+        # the prior is printed rounded to sum to 1 too: a student copying it when nothing bears submits a valid forecast
+        prior_line = text.splitlines()[-1].removeprefix("Update: prior ").split(" -> ")[0]
+        assert abs(sum(float(x) for x in prior_line.split("/")) - 1) < 1e-9
         assert record.forecast == tuple(forecast) or list(record.forecast) == forecast
         hits = [
             h["id"]
@@ -203,3 +206,15 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
         source = logged[(row["event_id"], row["step"], row["memory"])]
         kept = [m["content"] for m in row["messages"] if m["role"] == "assistant"]
         assert kept == [m["content"] for m in source["messages"] if m["role"] == "assistant"]
+
+
+def test_the_compact_update_line_prints_a_prior_that_sums_to_1():
+    """Three-outcome priors such as 2/7, 2/7, 3/7 print as 0.29/0.29/0.43 (1.01) unless rounded as a forecast is."""
+    from forecast_dojo.agents.honest import CueModel, explain_compact
+
+    prior = [2 / 7, 2 / 7, 3 / 7]
+    text = explain_compact(["A", "B", "C"], prior, {}, round_distribution(prior), CueModel(), ["d1"])
+    before, after = text.splitlines()[-1].removeprefix("Update: prior ").rstrip(".").split(" -> ")
+    assert before == after
+    assert abs(sum(float(x) for x in before.split("/")) - 1) < 1e-9
+    assert text.splitlines()[0] == "d1: no bearing."
