@@ -64,6 +64,7 @@ NO_CUE = "(no cue)"
 COMPACT_TOP_K = 3  # the compact teacher's hits per search
 COMPACT_MAX_SEARCHES = 1  # and searches per forecast date
 COMPACT_NOTEBOOK_EVIDENCE = 2  # claims kept in its notebook
+MAX_LEAD = 6  # the compact teacher's points lead is capped here (a binary leader at most 0.95)
 # A compact notebook claim: "<outcome label> favoured: <cue signature>", read back at the next date.
 _COMPACT_CLAIM = re.compile(r"^(?P<label>.+) favoured: (?P<signature>[^:]+)$")
 MIN_COUNT = 5
@@ -241,8 +242,10 @@ class HonestEvidenceAgent(EvidenceAgent):
         compact: play the compact prompt profile as a teacher for small models: fewer hits
             (:data:`COMPACT_TOP_K` per search, at most :data:`COMPACT_MAX_SEARCHES` searches, unless
             given), a final turn with one verdict per search hit (the outcome it favours, its cue and
-            weight, or no bearing), the update and the rounded forecast in a few short lines, and a notebook of at most
-            :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as a reader would.
+            points, or no bearing), the points tally and the forecast it maps to in a few short lines
+            (:func:`tally_forecast`: a table a small model can learn, in place of exact odds from the
+            training prior), and a notebook of at most :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as
+            a reader would.
     """
 
     def __init__(
@@ -313,7 +316,8 @@ class HonestEvidenceAgent(EvidenceAgent):
         top = max(logits)
         weights = [math.exp(v - top) for v in logits]
         exact = [w / sum(weights) for w in weights]
-        probabilities = round_distribution(exact)
+        tally = tally_points(k, ledger, model)
+        probabilities = tally_forecast(tally) if self.compact else round_distribution(exact)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
         if self.memory == "notebook":
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
@@ -335,9 +339,7 @@ class HonestEvidenceAgent(EvidenceAgent):
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
         if self.compact:  # a list in the listed order: the Update line's numbers, copied
             action = tool_call("submit_forecast", **{**arguments, "probabilities": probabilities})
-            action["content"] = explain_compact(
-                outcomes, prior, ledger, probabilities, model, list(self.seen)
-            )
+            action["content"] = explain_compact(outcomes, ledger, model, list(self.seen))
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
@@ -386,32 +388,73 @@ class HonestEvidenceAgent(EvidenceAgent):
         return " ".join(lines)
 
 
+def points(llr: float) -> int:
+    """A log likelihood ratio in the compact teacher's points: half-nats, rounded (LR 7.5 -> 4, 3 -> 2, 1.5 -> 1)."""
+    return round(2 * llr)
+
+
+def tally_points(k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel) -> list[int]:
+    """Points per outcome: the sum of :func:`points` of the weighed reports that favour it."""
+    tally = [0] * k
+    for favoured, signature, _ in ledger.values():
+        if signature in model.llr:
+            tally[favoured] += points(model.llr[signature])
+    return tally
+
+
+def lead_probability(margin: int, k: int) -> float:
+    """The leader's probability at a lead of ``margin`` points over the runner-up among ``k`` outcomes.
+
+    ``e^(m/2) / (e^(m/2) + k - 1)``: the posterior of a leader whose log odds over each other outcome
+    is ``m`` half-nats, from a uniform prior; the lead is capped at :data:`MAX_LEAD` points.
+    """
+    ratio = math.exp(min(margin, MAX_LEAD) / 2)
+    return ratio / (ratio + k - 1)
+
+
+def tally_forecast(tally: Sequence[int]) -> list[float]:
+    """The compact teacher's forecast from its points (rounded to 2 decimals, summing to 1).
+
+    Uniform without a single leader; else the leader gets :func:`lead_probability` of its lead over the
+    runner-up and the others share the rest evenly.
+
+    A one-dimensional table a small student can learn, where exact odds (prior x likelihood ratios,
+    normalized) are arithmetic it copies wrongly: the fourth learning run's student named the right
+    evidence and still wrote the prior.
+    """
+    k = len(tally)
+    order = sorted(range(k), key=lambda i: -tally[i])
+    margin = tally[order[0]] - tally[order[1]]
+    if margin <= 0:
+        return round_distribution([1.0 / k] * k)
+    lead = lead_probability(margin, k)
+    return round_distribution([lead if i == order[0] else (1 - lead) / (k - 1) for i in range(k)])
+
+
 def explain_compact(
     outcomes: Sequence[str],
-    prior: Sequence[float],
     ledger: dict[str, tuple[int, str, str]],
-    probabilities: Sequence[float],
     model: CueModel,
     hits: Sequence[str] = (),
 ) -> str:
-    """The compact teacher's final turn: one verdict per search hit, the update, the rounded forecast.
+    """The compact teacher's final turn: one verdict per search hit, the points tally, the update.
 
     Each hit gets its own line, in the order the search returned it, so that a small student decides
     one document at a time next to where it read it: the outcome the report favours with its cue and
-    weight, "no weight" for a cue the training events never showed to be informative, or "no bearing"
-    when the report is not about this question (another entity, deadline or meeting; no view).
-    Reports the notebook carries from earlier dates and that carry weight follow under "Notes".
+    points (:func:`points`), "no weight" for a cue the training events never showed to be informative,
+    or "no bearing" when the report is not about this question (another entity, deadline or meeting; no
+    view). Reports the notebook carries from earlier dates and that carry weight follow under "Notes".
+    Then ``Tally:`` (points per outcome) and ``Update:`` (the leader and its lead, or ``even``, and the
+    forecast of :func:`tally_forecast`).
 
     Args:
         outcomes: the outcome labels.
-        prior: the training prior.
         ledger: doc id -> (favoured outcome, cue signature, date) of every report read.
-        probabilities: the rounded forecast.
-        model: the cue model (which signatures carry weight).
+        model: the cue model (which signatures carry weight, and how much).
         hits: the document ids the searches returned, in their order (empty: the ledger's own order).
 
     Returns:
-        A few short lines, the last ``Update: prior a/b -> c/d.``.
+        A few short lines, the last ``Update: <label> leads by <m> -> a/b.`` or ``Update: even -> a/b.``.
     """
 
     def verdict(doc_id: str) -> str:
@@ -420,7 +463,7 @@ def explain_compact(
         favoured, signature, _ = ledger[doc_id]
         if signature not in model.llr:
             return f"{doc_id}: {outcomes[favoured]}, no weight."
-        return f"{doc_id}: {outcomes[favoured]} ('{signature}', LR {math.exp(model.llr[signature]):.1f})."
+        return f"{doc_id}: {outcomes[favoured]} ('{signature}', {points(model.llr[signature]):+d})."
 
     order = list(dict.fromkeys(hits)) or sorted(ledger)
     lines = [verdict(doc_id) for doc_id in order]
@@ -429,11 +472,18 @@ def explain_compact(
     ]
     if notes:
         lines.append("Notes: " + " ".join(notes))
+    tally = tally_points(len(outcomes), ledger, model)
+    forecast = "/".join(f"{p:.2f}" for p in tally_forecast(tally))
     if not any(ledger[doc_id][1] in model.llr for doc_id in ledger):
-        lines.append("No report says which outcome is coming.")
-    before = "/".join(f"{p:.2f}" for p in round_distribution(prior))  # sums to 1, as the forecast does
-    after = "/".join(f"{p:.2f}" for p in probabilities)
-    lines.append(f"Update: prior {before} -> {after}.")
+        lines.append("Tally: none.")
+    else:
+        lines.append(
+            "Tally: " + ", ".join(f"{label} {t}" for label, t in zip(outcomes, tally, strict=True)) + "."
+        )
+    ranked = sorted(range(len(tally)), key=lambda i: -tally[i])
+    margin = tally[ranked[0]] - tally[ranked[1]]
+    leader = f"{outcomes[ranked[0]]} leads by {margin}" if margin > 0 else "even"
+    lines.append(f"Update: {leader} -> {forecast}.")
     return "\n".join(lines)
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
 from forecast_dojo.agents.honest import (
+    MAX_LEAD,
     NO_CUE,
     CueModel,
     HonestEvidenceAgent,
@@ -15,7 +17,10 @@ from forecast_dojo.agents.honest import (
     cue_signature,
     fit_cue_model,
     fit_from_readings,
+    lead_probability,
+    points,
     round_distribution,
+    tally_forecast,
 )
 from forecast_dojo.agents.scripted import CUE_WEIGHTS
 from forecast_dojo.evaluation.runner import run_episodes
@@ -124,15 +129,23 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         text = action["content"]
         arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
         assert "rationale" not in arguments  # the turn's text says it once
-        assert len(text) < 400 and text.splitlines()[-1].startswith("Update: prior ")
+        last = text.splitlines()[-1]
+        assert len(text) < 400 and last.startswith("Update: "), text
         # the forecast is the Update line's numbers in the listed order, summing to 1
         forecast = arguments["probabilities"]
         assert isinstance(forecast, list) and len(forecast) == len(record.outcomes)
-        assert text.splitlines()[-1].split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
+        assert last.split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
         assert record.valid and abs(sum(forecast) - 1) < 1e-9
-        # the prior is printed rounded to sum to 1 too: a student copying it when nothing bears submits a valid forecast
-        prior_line = text.splitlines()[-1].removeprefix("Update: prior ").split(" -> ")[0]
-        assert abs(sum(float(x) for x in prior_line.split("/")) - 1) < 1e-9
+        # and it is the tally's: the Tally line's points, mapped by the one table
+        tally_line = text.splitlines()[-2]
+        if tally_line == "Tally: none.":
+            tally = [0] * len(record.outcomes)
+        else:
+            tally = [
+                int(part.rsplit(" ", 1)[1])
+                for part in tally_line.removeprefix("Tally: ").rstrip(".").split(", ")
+            ]
+        assert forecast == tally_forecast(tally)
         assert record.forecast == tuple(forecast) or list(record.forecast) == forecast
         hits = [
             h["id"]
@@ -148,8 +161,11 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
             if rest != "no bearing.":
                 label = rest.split(" ('")[0].removesuffix(", no weight.")
                 assert label in record.outcomes, line
-        weighed = [line for line in verdicts if " LR " in line]
-        assert ("No report says which outcome is coming." in text) == (not weighed and "Notes: " not in text)
+        weighed = [line for line in verdicts if re.search(r"', [+-]\d+\)\.$", line)]
+        assert ("Tally: none." in text) == (not weighed and "Notes: " not in text)
+        for line in weighed:  # a verdict's points are its cue's likelihood ratio in half-nats
+            signature = line.split(" ('")[1].split("',")[0]
+            assert line.endswith(f"{points(model.llr[signature]):+d}).")
         notebook = arguments["notebook"]
         assert len(notebook["evidence"]) <= COMPACT_NOTEBOOK_EVIDENCE
         assert all(" favoured: " in e["claim"] for e in notebook["evidence"])
@@ -208,13 +224,40 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
         assert kept == [m["content"] for m in source["messages"] if m["role"] == "assistant"]
 
 
-def test_the_compact_update_line_prints_a_prior_that_sums_to_1():
-    """Three-outcome priors such as 2/7, 2/7, 3/7 print as 0.29/0.29/0.43 (1.01) unless rounded as a forecast is."""
+def test_the_compact_tally_maps_points_to_one_table_that_sums_to_1():
+    """Points are half-nats; no leader gives the uniform forecast, a lead of m the leader's posterior at m."""
+    assert [points(math.log(lr)) for lr in (7.5, 3.0, 1.5, 1.1)] == [4, 2, 1, 0]
+    assert tally_forecast([0, 0]) == [0.5, 0.5]
+    assert tally_forecast([0, 0, 0]) == [0.34, 0.33, 0.33]  # sums to 1, as every forecast does
+    assert tally_forecast([3, 3, 0]) == tally_forecast([0, 0, 0])  # no single leader
+    assert tally_forecast([1, 4]) == [0.18, 0.82]
+    assert tally_forecast([4, 0, 2]) == [0.58, 0.21, 0.21]
+    assert tally_forecast([40, 0]) == tally_forecast([MAX_LEAD, 0]) == [0.95, 0.05]
+    for k in (2, 3, 4, 5):
+        for tally in ([0] * k, [5] + [0] * (k - 1), [0] * (k - 1) + [2]):
+            forecast = tally_forecast(tally)
+            assert len(forecast) == k and abs(sum(forecast) - 1) < 1e-9 and min(forecast) > 0
+    for m in range(MAX_LEAD):  # a larger lead never lowers the leader
+        assert lead_probability(m + 1, 3) > lead_probability(m, 3)
+
+
+def test_the_compact_turn_names_the_tally_and_the_leader():
     from forecast_dojo.agents.honest import CueModel, explain_compact
 
-    prior = [2 / 7, 2 / 7, 3 / 7]
-    text = explain_compact(["A", "B", "C"], prior, {}, round_distribution(prior), CueModel(), ["d1"])
-    before, after = text.splitlines()[-1].removeprefix("Update: prior ").rstrip(".").split(" -> ")
-    assert before == after
-    assert abs(sum(float(x) for x in before.split("/")) - 1) < 1e-9
-    assert text.splitlines()[0] == "d1: no bearing."
+    model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5)})
+    ledger = {
+        "d2": (0, "leak", "2031-01-02"),
+        "d3": (1, "rumour", "2031-01-03"),
+        "d4": (1, "gossip", "2031-01-01"),
+    }
+    text = explain_compact(["A", "B", "C"], ledger, model, ["d1", "d2", "d3", "d4"])
+    assert text.splitlines() == [
+        "d1: no bearing.",
+        "d2: A ('leak', +4).",
+        "d3: B ('rumour', +1).",
+        "d4: B, no weight.",
+        "Tally: A 4, B 1, C 0.",
+        "Update: A leads by 3 -> 0.70/0.15/0.15.",
+    ]
+    text = explain_compact(["A", "B", "C"], {"d4": (1, "gossip", "2031-01-01")}, model, ["d4"])
+    assert text.splitlines()[-2:] == ["Tally: none.", "Update: even -> 0.34/0.33/0.33."]
