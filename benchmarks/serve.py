@@ -200,7 +200,9 @@ def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subproces
         command += ["--warm", str(args.warm)]
     code = str(Path(args.server_code).resolve())
     environment = {**os.environ, "PYTHONPATH": code + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, text=True)
+    # cwd: ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH; run from another
+    # checkout's root, the server would import that checkout's code, not ``--server-code``'s
+    process = subprocess.Popen(command, env=environment, cwd=code, stdout=subprocess.DEVNULL, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 1800  # a server at nice 15 beside a training run can take minutes to start
     while True:
