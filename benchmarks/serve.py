@@ -18,10 +18,17 @@ is one ``env.step`` call (one assistant turn). Three views of the same runs:
   send); and the client's side: round trip minus the server's handler (the client's work, the loopback
   transport and waiting for a CPU on the client side; with ``--client openenv`` its event-loop thread hop).
 
+Both runs time the same work: a session's first reset includes building its env (in process:
+``forecast_dojo.make`` then ``env.reset``; served: the reset's round trip, which builds the env unless the
+session took a pre-built one from the server's pool, ``--warm``). The pool refills while the server is
+quiet: the script waits for it to be full before each in-process run (no server work beside the baseline)
+and after each served run, whose server CPU then includes rebuilding what its sessions took.
+
     python benchmarks/serve.py                                  # hashing embedder, 1/4/16 sessions
     python benchmarks/serve.py --sessions 1 4 16 --episodes 4 --embedder hashing
     python benchmarks/serve.py --server-code /path/to/other/checkout --no-timings   # another server's code
     python benchmarks/serve.py --threaded --client openenv      # the hand-offs of before: thread-hopping server and client
+    python benchmarks/serve.py --warm 0                          # no pre-built envs: each session builds as it opens
 """
 
 from __future__ import annotations
@@ -61,7 +68,10 @@ class Run:
     """One configuration's measurements."""
 
     steps: list[float] = field(default_factory=list)  # ms per env.step (in process) or round trip (served)
-    resets: list[float] = field(default_factory=list)  # the same for env.reset
+    resets: list[float] = field(default_factory=list)  # the same for env.reset (all of them)
+    first_resets: list[float] = field(
+        default_factory=list
+    )  # each session's first: it includes the env's build
     wall_s: float = 0.0
     cpu_s: float = 0.0  # this process
     server_cpu_s: float = 0.0  # the server process (served runs)
@@ -75,12 +85,17 @@ def process_cpu_s(pid: int) -> float:
 
 
 def in_process(make_env: Any, events: list[str]) -> tuple[list[float], list[float]]:
-    """Play ``events`` in process; the latency (ms) of every env.step and env.reset."""
-    env = make_env()
+    """Play ``events`` in process; the latency (ms) of every env.step and env.reset.
+
+    The first reset's time includes building the env, as a served session's first reset includes its build.
+    """
     latencies, resets = [], []
+    env = None
     for event_id in events:
         agent = EvidenceAgent()
         start = time.perf_counter()
+        if env is None:
+            env = make_env()
         observation, _ = env.reset(event_id)
         resets.append((time.perf_counter() - start) * 1000)
         done = False
@@ -90,7 +105,8 @@ def in_process(make_env: Any, events: list[str]) -> tuple[list[float], list[floa
             observation, _, terminated, truncated, _ = env.step(action)
             latencies.append((time.perf_counter() - start) * 1000)
             done = terminated or truncated
-    env.close()
+    if env is not None:
+        env.close()
     return latencies, resets
 
 
@@ -149,6 +165,7 @@ def run_sessions(play: Any, target: Any, n: int, event_ids: list[str], episodes:
         raise errors[0]
     run.steps = [x for r in results for x in r[0]]
     run.resets = [x for r in results for x in r[1]]
+    run.first_resets = [r[1][0] for r in results if r[1]]
     return run
 
 
@@ -157,6 +174,16 @@ def timings(url: str, method: str = "GET") -> dict[str, Any]:
     with urllib.request.urlopen(request, timeout=10) as response:
         data: dict[str, Any] = json.loads(response.read())
     return data
+
+
+def wait_for_warm_envs(url: str, timeout_s: float = 600.0) -> None:
+    """Until the server's pool of pre-built envs is full (a server without one: at once)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        warm = fetch_facts(url).get("warm")
+        if not isinstance(warm, dict) or warm["ready"] >= warm["size"] or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
@@ -169,9 +196,13 @@ def start_server(args: argparse.Namespace, max_sessions: int) -> tuple[subproces
         command.append("--timings")
     if getattr(args, "threaded", False):
         command.append("--threaded")
+    if getattr(args, "warm", None) is not None:
+        command += ["--warm", str(args.warm)]
     code = str(Path(args.server_code).resolve())
     environment = {**os.environ, "PYTHONPATH": code + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    process = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, text=True)
+    # cwd: ``python -m`` puts the working directory first on sys.path, ahead of PYTHONPATH; run from another
+    # checkout's root, the server would import that checkout's code, not ``--server-code``'s
+    process = subprocess.Popen(command, env=environment, cwd=code, stdout=subprocess.DEVNULL, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 1800  # a server at nice 15 beside a training run can take minutes to start
     while True:
@@ -211,6 +242,12 @@ def main() -> None:
         default="blocking",
         help="ForecastDojoClient (blocking) or OpenEnv's SyncEnvClient over AsyncForecastDojoClient (openenv)",
     )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=None,
+        help="the server's --warm (envs built ahead of sessions; default: the server's own default)",
+    )
     args = parser.parse_args()
     global CLIENT
     CLIENT = args.client
@@ -224,15 +261,17 @@ def main() -> None:
     rows: list[tuple[int, Run, Run, str]] = []
     started = load()
     try:
-        served(url, event_ids[:1])  # warm the server (its first session builds an env)
+        served(url, event_ids[:1])  # warm the server up (imports, caches)
         for n in args.sessions:
+            wait_for_warm_envs(url)  # no server work beside the in-process run
             local = run_sessions(in_process, make_env, n, event_ids, args.episodes)
             if not args.no_timings:
                 timings(url, "DELETE")
             server_cpu = process_cpu_s(process.pid)
             remote = run_sessions(served, url, n, event_ids, args.episodes)
-            remote.server_cpu_s = process_cpu_s(process.pid) - server_cpu
             remote.server = {} if args.no_timings else timings(url)
+            wait_for_warm_envs(url)  # the server's CPU includes rebuilding the envs its sessions took
+            remote.server_cpu_s = process_cpu_s(process.pid) - server_cpu
             assert len(local.steps) == len(remote.steps), "the same episodes, turn for turn"
             rows.append((n, local, remote, load()))
     finally:
@@ -242,8 +281,8 @@ def main() -> None:
     print(
         f"load average {started} at the start, {load()} at the end (1/5/15 min); {os.cpu_count()} CPUs; "
         f"spec {args.spec}, embedder {args.embedder}, {args.episodes} episodes per session (scripted "
-        f"EvidenceAgent); server code {args.server_code}{' --threaded' if args.threaded else ''}; "
-        f"client {args.client}"
+        f"EvidenceAgent); server code {args.server_code}{' --threaded' if args.threaded else ''}"
+        f"{'' if args.warm is None else f' --warm {args.warm}'}; client {args.client}"
     )
     print("\nwall clock (ms per step; steps/s over the wall time, agents included)")
     header = (
@@ -260,6 +299,29 @@ def main() -> None:
             f"{len(local.steps) / local.wall_s:>8.1f} | {statistics.fmean(remote.steps):>14.2f} "
             f"{len(remote.steps) / remote.wall_s:>8.1f} | {added_mean:>+12.2f}, {added_p50:>+10.2f} | "
             f"{after.split()[0]:>10}"
+        )
+
+    print(
+        "\nresets (ms; a session's first includes building its env: make + reset in process, unless served from the pool)"
+    )
+    header = (
+        f"{'sessions':>8} | {'in-process first':>16} {'later':>8} | {'served first':>12} {'later':>8} | "
+        f"{'added first':>11} {'later':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for n, local, remote, _ in rows:
+        values = []
+        for run in (local, remote):
+            later = sorted(run.resets)
+            for first in run.first_resets:  # the same values: drop one occurrence each
+                later.remove(first)
+            values.append(
+                (statistics.fmean(run.first_resets), statistics.fmean(later) if later else float("nan"))
+            )
+        (lf, ll), (rf, rl) = values
+        print(
+            f"{n:>8} | {lf:>16.2f} {ll:>8.2f} | {rf:>12.2f} {rl:>8.2f} | {rf - lf:>+11.2f} {rl - ll:>+8.2f}"
         )
 
     print("\nCPU (ms of CPU per step, resets and agents included; served = clients + server process)")
@@ -281,18 +343,21 @@ def main() -> None:
 
     if not args.no_timings:
         print("\nserver side (mean ms per request: steps and resets) and the client's side of a step")
-        phases = ("handler", "queue", "env", "call-env", "resume", "protocol", "client+net")
+        phases = ("handler", "queue", "env", "build", "call-env", "resume", "protocol", "client+net")
         header = f"{'sessions':>8} {'requests':>8} | " + " ".join(f"{p:>10}" for p in phases)
         print(header)
         print("-" * len(header))
         for n, _, remote, _ in rows:
             t = {k: v["mean_ms"] for k, v in remote.server.items()}
             count = remote.server["handler"]["count"]
+            # builds inside a request (first resets without a pre-built env), spread over all requests
+            build = remote.server.get("build", {}).get("total_s", 0.0) * 1000 / max(count, 1)
             values = {
                 "handler": t["handler"],
                 "queue": t["queue"],
                 "env": t["env"],
-                "call-env": t["call"] - t["env"],
+                "build": build,
+                "call-env": t["call"] - t["env"] - build,
                 "resume": t["resume"],
                 "protocol": t["handler"] - t["queue"] - t["call"] - t["resume"],
                 # a request's round trip (steps and resets) minus the server's handler time

@@ -77,6 +77,10 @@ SECTIONS = ("data", "env", "retriever", "budgets")
 
 _corpora: dict[str, Corpus] = {}
 _embedders: dict[str, Embedder] = {}
+# Parsed events files, one entry per path, reread when the file's identity (inode, size, mtime) changes:
+# parsing and checking the synthetic world's 40 events took 150-250 ms of every make() (a server builds
+# one env per session); Events are frozen, and every env takes its own list.
+_events_files: dict[str, tuple[tuple[int, int, int], list[Event]]] = {}
 
 __all__ = [
     "SPEC_KEYS",
@@ -505,6 +509,23 @@ def _corpus(path: Path) -> Corpus:
     return _corpora[key]
 
 
+def _events(path: Path) -> list[Event]:
+    """The events of an events file (:func:`forecast_dojo.schema.load_events`), parsed once per version of the file."""
+    from forecast_dojo.schema import load_events
+
+    key = str(Path(path).resolve())
+    try:
+        stat = os.stat(key)
+    except OSError:
+        return load_events(path)  # its own clear error
+    identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    cached = _events_files.get(key)
+    if cached is None or cached[0] != identity:
+        cached = (identity, load_events(path))
+        _events_files[key] = cached
+    return list(cached[1])
+
+
 def _data_paths(spec: DojoSpec) -> tuple[Path, Path]:
     """The events file and corpus directory of a spec; the synthetic world is built (or found cached) first.
 
@@ -559,10 +580,9 @@ def spec_event_ids(spec: DojoSpec | str | os.PathLike[str], *, default_split: st
 def _split_events(spec: DojoSpec, events_path: Path, default_split: str) -> tuple[list[Any], str]:
     """The events of the spec's split (then its ``event_ids`` subset), and the split's name."""
     from forecast_dojo.events.split import select_split
-    from forecast_dojo.schema import load_events
 
     events, split = select_split(
-        load_events(events_path),
+        _events(events_path),
         spec.split,
         synthetic=spec.world == "synthetic",
         events_path=events_path,

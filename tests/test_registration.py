@@ -434,3 +434,35 @@ def test_the_schema_is_one_table_of_keys():
             and k.key not in ("split", "prompt", "train_events")
         ):
             assert k.field in fields, k
+
+
+def test_make_parses_an_events_file_once_per_version_of_it(tmp_path, tiny_corpus_dir, monkeypatch):
+    """A server builds one env per session: make() rereads the events file only when the file changed."""
+    import os
+
+    import forecast_dojo.schema as schema
+
+    parsed: list[Path] = []
+    load = schema.load_events
+
+    def counting(path):
+        parsed.append(Path(path))
+        return load(path)
+
+    monkeypatch.setattr(schema, "load_events", counting)
+    events = tiny_events()
+    path = tmp_path / "events.jsonl"
+    schema.save_events(events, path)
+    spec = DojoSpec(name="Cached-v0", events=path, corpus=tiny_corpus_dir)
+    first, second = make(spec, python_runner=None), make(spec, python_runner=None)
+    assert parsed == [path]
+    assert [e.id for e in first.events] == [e.id for e in second.events] == [e.id for e in events]
+    assert first.events is not second.events  # each env its own list (the events themselves are frozen)
+    first.events.clear()
+    assert len(make(spec, python_runner=None).events) == len(events) and len(parsed) == 1
+    schema.save_events(events[:1], path)  # a new version of the file is read again
+    os.utime(path, ns=(1, 1))  # a different mtime even on a coarse clock
+    assert [e.id for e in make(spec, python_runner=None).events] == [events[0].id] and len(parsed) == 2
+    path.write_text("not json\n")
+    with pytest.raises(forecast_dojo.errors.SchemaError, match="not JSON"):  # errors are never cached
+        make(spec, python_runner=None)

@@ -58,6 +58,7 @@ from pydantic import Field, model_validator
 from forecast_dojo._version import __version__
 from forecast_dojo.actions import parse_action
 from forecast_dojo.errors import CapacityError, ConfigError, ServeError, SessionClosedError
+from forecast_dojo.integrations.envpool import EnvPool
 from forecast_dojo.integrations.wsclient import BlockingWebSocket
 from forecast_dojo.training.grpo import ForecastStepEnv, _prompt_messages
 from forecast_dojo.training.rewards import step_reward
@@ -90,7 +91,13 @@ TIMINGS_ROUTE = "/forecast_dojo/timings"
 WS_OPTIONS: dict[str, Any] = {"ws_max_size": 64 * 1024 * 1024, "ws_per_message_deflate": False}
 # What a request's time is split into (server side, ``--timings``): see :class:`RequestTimings`.
 TIMING_PHASES = ("handler", "queue", "call", "env", "resume")
+BUILD_PHASE = (
+    "build"  # a session's env built inside its first reset (part of ``call``; only requests that build)
+)
 TIMING_WINDOW = 100_000  # samples per phase kept for the percentiles
+# Envs a server keeps built ahead of new sessions (``--warm``): a trainer's burst of rollouts at once takes
+# them; each holds ~20 KB of its own on the synthetic world (the corpus and its index are shared).
+DEFAULT_WARM = 4
 
 
 class RequestTimings:
@@ -102,15 +109,18 @@ class RequestTimings:
     observation), ``env`` (``env.step`` / ``env.reset`` alone), ``resume`` (the call returned -> the event
     loop takes the answer up again). What the handler spends besides queue, call and resume is the
     protocol's: parsing and validating the message, serializing the answer, the WebSocket send.
+    ``build`` (:data:`BUILD_PHASE`) is recorded only by a request that built its session's env (a first
+    reset that found no pre-built env): that time is part of its ``call``.
     """
 
     def __init__(self, window: int = TIMING_WINDOW) -> None:
         self._lock = threading.Lock()
         # counts and totals are exact; the percentiles read the last ``window`` samples (a long-lived
         # server's memory stays bounded)
-        self._samples: dict[str, deque[float]] = {phase: deque(maxlen=window) for phase in TIMING_PHASES}
-        self._counts = dict.fromkeys(TIMING_PHASES, 0)
-        self._totals = dict.fromkeys(TIMING_PHASES, 0.0)
+        phases = (*TIMING_PHASES, BUILD_PHASE)
+        self._samples: dict[str, deque[float]] = {phase: deque(maxlen=window) for phase in phases}
+        self._counts = dict.fromkeys(phases, 0)
+        self._totals = dict.fromkeys(phases, 0.0)
 
     def add(self, phase: str, seconds: float) -> None:
         """Record one request's time in ``phase``."""
@@ -290,7 +300,13 @@ def waiting_tools(env: Any) -> frozenset[str]:
 
 
 class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State]):
-    """One session's env on the server: ``make_env()`` is called at the session's first reset.
+    """One session's env on the server.
+
+    Constructing one is cheap (OpenEnv also builds throwaway instances, for ``/metadata``); the env
+    itself comes, when the session opens, from the server's pool of pre-built envs (:meth:`adopt`), or
+    is built then in the session's thread (:meth:`prepare`), overlapping whatever the client does
+    before its first reset; failing both (or outside a session) ``make_env()`` is called at the first
+    reset.
 
     Args:
         make_env: Builds the env (a :class:`~forecast_dojo.env.ForecastDojoEnv`).
@@ -312,6 +328,40 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
         self._waiting_tools: frozenset[str] = frozenset()  # tools whose calls may wait: see runs_inline
         self.busy = False  # inside reset/step: the idle reaper leaves the session alone
 
+    def _install(self, env: Any) -> None:
+        # _waiting_tools first: runs_inline (on the event loop) reads _env, then _waiting_tools
+        self._waiting_tools = waiting_tools(env)
+        self._env = env
+
+    def adopt(self, env: Any) -> None:
+        """Take a pre-built env (the server's pool) for this session; closed at once if the session is."""
+        if self._closed or self._env is not None:
+            env.close()
+            return
+        self._install(env)
+
+    @property
+    def built(self) -> bool:
+        """Whether the session's env exists (its first reset then builds nothing)."""
+        return self._env is not None
+
+    def prepare(self) -> None:
+        """Build the session's env now (in the session's thread, when the session opens), unless it has one.
+
+        A failure is left for the first reset, which builds again and reports the error to the client.
+        """
+        if self._closed or self._env is not None:
+            return
+        try:
+            env = self._make_env()
+        except Exception as err:
+            log.debug("building a session's env when it opened failed (its first reset retries): %r", err)
+            return
+        if self._closed:  # closed meanwhile (the client left)
+            env.close()
+        else:
+            self._install(env)
+
     def _live(self) -> Any:
         if self._closed:
             raise SessionClosedError(
@@ -319,8 +369,10 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
                 "reconnect to start a new session"
             )
         if self._env is None:
-            self._env = self._make_env()
-            self._waiting_tools = waiting_tools(self._env)
+            start = time.perf_counter()
+            self._install(self._make_env())
+            if self._timings is not None:
+                self._timings.add(BUILD_PHASE, time.perf_counter() - start)
         return self._env
 
     def runs_inline(self, method: str, args: Sequence[Any]) -> bool:
@@ -328,8 +380,8 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
 
         Short: a reset of the session's env once it is built, and a step whose turn calls none of the
         tools that may wait (:func:`waiting_tools`: ``python`` runs a subprocess; a search whose query
-        embedder is a neural model runs torch). Those calls, and the first reset (it builds the env),
-        run in the session's own thread, so other sessions go on meanwhile.
+        embedder is a neural model runs torch). Those calls, and any call before the env is built (the
+        first reset builds it), run in the session's own thread, so other sessions go on meanwhile.
         """
         if self._env is None or self._closed:
             return False
@@ -412,13 +464,42 @@ class ServedForecastEnv(Environment[ForecastAction, ForecastObservation, State])
 class _ForecastServer(HTTPEnvServer):
     """OpenEnv's server, with an idle reaper that checks as often as a short timeout needs and spares busy sessions.
 
-    With ``timings`` it also times each request's hop to the session's thread and back (:class:`RequestTimings`).
+    A new session's env comes from ``pool`` (pre-built envs, :class:`~forecast_dojo.integrations.envpool.EnvPool`)
+    or is built in the session's thread as the session opens. With ``timings`` it also times each
+    request's hop to the session's thread and back (:class:`RequestTimings`).
     """
 
     timings: RequestTimings | None = None
     inline: bool = True  # short env calls run on the event loop (ServedForecastEnv.runs_inline)
+    pool: EnvPool | None = None
+
+    async def _create_session(self) -> tuple[str, Environment]:
+        session_id, env = await super()._create_session()
+        pool = self.pool
+        if isinstance(env, ServedForecastEnv):
+            warm = pool.take() if pool is not None else None
+            if warm is not None:
+                env.adopt(warm)
+            else:  # build it now in the session's thread: the first reset queues behind it there
+                executor = self._session_executors.get(session_id, self._executor)
+                asyncio.get_running_loop().run_in_executor(executor, env.prepare)  # never raises
+        if pool is not None:
+            pool.touch()
+        return session_id, env
 
     async def _run_in_session_executor(
+        self, session_id: str, func: Callable[..., Observation], *args: Any, **kwargs: Any
+    ) -> Observation:
+        pool = self.pool
+        if pool is None:
+            return await self._run_env_call(session_id, func, *args, **kwargs)
+        pool.touch()  # the pool refills only while no env call starts or ends
+        try:
+            return await self._run_env_call(session_id, func, *args, **kwargs)
+        finally:
+            pool.touch()
+
+    async def _run_env_call(
         self, session_id: str, func: Callable[..., Observation], *args: Any, **kwargs: Any
     ) -> Observation:
         timings = self.timings
@@ -517,11 +598,13 @@ def create_app(
     spec: str | None = None,
     timings: bool = False,
     threaded: bool = False,
+    warm: int = DEFAULT_WARM,
 ) -> Any:
     """The FastAPI app that serves ``make_env``'s env, one env per WebSocket session.
 
     Args:
-        make_env: Builds one env; called once here (a bad spec fails before serving) and once per session.
+        make_env: Builds one env; called once here (a bad spec fails before serving; that env is the
+            pool's first) and once per session.
         max_sessions: Sessions held at once; one more gets a ``CAPACITY_REACHED`` error.
         idle_timeout_s: Close a session idle for longer (None: never).
         spec: The spec's name, reported at ``/forecast_dojo``.
@@ -531,12 +614,16 @@ def create_app(
             built env, a step that calls no tool that may wait: :meth:`ServedForecastEnv.runs_inline`)
             run on the event loop, which saves two thread hand-offs per request; each holds the loop
             for its duration (1-3 ms on the synthetic world), as it would hold the GIL in a thread.
+        warm: Envs kept built ahead of new sessions (:class:`~forecast_dojo.integrations.envpool.EnvPool`,
+            refilled in a background thread while the server is quiet; at most ``max_sessions``): a
+            session that opens takes one, so its first reset builds nothing. 0: each session builds
+            its own as it opens.
 
     Returns:
         The app (serve it with uvicorn: :func:`serve`, or :class:`BackgroundServer` in a thread).
 
     Raises:
-        ConfigError: ``max_sessions < 1`` or a non-positive ``idle_timeout_s``.
+        ConfigError: ``max_sessions < 1``, a non-positive ``idle_timeout_s`` or a negative ``warm``.
     """
     from fastapi import FastAPI
 
@@ -544,9 +631,13 @@ def create_app(
         raise ConfigError(f"max_sessions must be a positive integer, not {max_sessions!r}")
     if idle_timeout_s is not None and not idle_timeout_s > 0:
         raise ConfigError(f"idle_timeout_s must be positive (or None: never), not {idle_timeout_s!r}")
+    if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
+        raise ConfigError(f"warm must be a non-negative integer, not {warm!r}")
     probe = make_env()
     facts = served_facts(probe, spec)
-    probe.close()
+    pool = EnvPool(
+        make_env, min(warm, max_sessions), initial=[probe]
+    )  # the probe is never reset: a fresh env
     recorder = RequestTimings() if timings else None
     server = _ForecastServer(
         functools.partial(ServedForecastEnv, make_env, timings=recorder),
@@ -557,12 +648,27 @@ def create_app(
         ),
     )
     server.inline = not threaded
+    server.pool = pool if pool.size else None
     app = FastAPI(title="forecast-dojo", version=__version__, description="forecast-dojo served over OpenEnv")
     server.register_routes(app, mode="production")  # /ws, /health, /schema, /metadata: no stateless /step
 
+    async def start_pool() -> None:
+        pool.start()
+
+    async def stop_pool() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, pool.close)
+
+    app.router.on_startup.append(start_pool)
+    app.router.on_shutdown.append(stop_pool)
+
     @app.get(FACTS_ROUTE)
     def facts_route() -> dict[str, Any]:
-        return {**facts, "active_sessions": server.active_sessions, "max_sessions": max_sessions}
+        return {
+            **facts,
+            "active_sessions": server.active_sessions,
+            "max_sessions": max_sessions,
+            "warm": pool.stats(),
+        }
 
     if recorder is not None:
         server.timings = recorder
@@ -592,6 +698,7 @@ def serve(
     spec: str | None = None,
     timings: bool = False,
     threaded: bool = False,
+    warm: int = DEFAULT_WARM,
 ) -> None:
     """Serve the env with uvicorn until interrupted (what ``forecast-dojo serve`` runs).
 
@@ -604,6 +711,7 @@ def serve(
         spec: The spec's name, reported at ``/forecast_dojo``.
         timings: Time every request (``GET /forecast_dojo/timings``; see :func:`create_app`).
         threaded: Run every env call in its session's thread (see :func:`create_app`).
+        warm: Envs kept built ahead of new sessions (see :func:`create_app`).
     """
     import uvicorn
 
@@ -614,10 +722,11 @@ def serve(
         spec=spec,
         timings=timings,
         threaded=threaded,
+        warm=warm,
     )
     print(
         f"forecast-dojo serve: {spec or 'env'} on ws://{host}:{port}/ws "
-        f"(max {max_sessions} sessions, idle timeout {idle_timeout_s} s)",
+        f"(max {max_sessions} sessions, idle timeout {idle_timeout_s} s, {min(warm, max_sessions)} envs kept warm)",
         flush=True,
     )
     uvicorn.run(app, host=host, port=port, log_level="warning", **WS_OPTIONS)

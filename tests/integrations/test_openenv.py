@@ -330,7 +330,7 @@ def test_short_calls_run_on_the_event_loop_and_python_in_the_session_thread(make
         threads.clear()
         app = create_app(make_env, max_sessions=1, threaded=threaded)
         with BackgroundServer(app) as running, ForecastDojoClient(base_url=running.url) as client:
-            client.reset(event_id="harbor")  # builds the env: in the session's thread
+            client.reset(event_id="harbor")  # the session took a pre-built env: nothing to build
             client.reset(event_id="harbor")
             client.step(search)
             result = client.step(python)
@@ -341,7 +341,7 @@ def test_short_calls_run_on_the_event_loop_and_python_in_the_session_thread(make
             assert not any(on_loop for _, on_loop in where), threads
         else:
             assert where == [
-                ("reset", False),
+                ("reset", True),
                 ("reset", True),
                 ("step", True),
                 ("step", False),
@@ -454,3 +454,129 @@ def test_many_clients_dropping_at_once_close_their_sessions_quietly(make_tiny_en
         for logger in loggers:
             logger.removeHandler(handler)
     assert not [r.getMessage() for r in records], [r.getMessage() for r in records]
+
+
+class TrackedFactory:
+    """Builds tiny envs; records the thread of every build and closes; ``gate`` holds builds until set."""
+
+    def __init__(self, make_tiny_env, gate: threading.Event | None = None) -> None:
+        self.make_tiny_env = make_tiny_env
+        self.gate = gate
+        self.threads: list[str] = []
+        self.started = threading.Event()
+        self.envs: list = []
+        self.calls_in: list[str] = []  # (what, thread) of each traced reset
+
+    def __call__(self):
+        self.threads.append(threading.current_thread().name)
+        self.started.set()
+        if self.gate is not None and len(self.threads) > 1:  # the probe is never held
+            assert self.gate.wait(timeout=60)
+        env = self.make_tiny_env()
+        reset = env.reset
+
+        def traced_reset(*args, **kwargs):
+            self.calls_in.append(threading.current_thread().name)
+            return reset(*args, **kwargs)
+
+        env.reset = traced_reset
+        env.closed = False
+        close = env.close
+
+        def tracked_close():
+            env.closed = True
+            close()
+
+        env.close = tracked_close
+        self.envs.append(env)
+        return env
+
+
+def wait_for(condition, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_session_takes_a_warm_env_and_its_first_reset_builds_nothing(make_tiny_env):
+    factory = TrackedFactory(make_tiny_env)
+    app = create_app(factory, max_sessions=2, warm=2, timings=True)
+    assert factory.threads == ["MainThread"]  # the probe: it is the pool's first env
+    with BackgroundServer(app) as running:
+        wait_for(lambda: fetch_facts(running.url)["warm"]["ready"] == 2)
+        facts = fetch_facts(running.url)
+        assert facts["active_sessions"] == 0 and facts["warm"]["size"] == 2  # pooled envs hold no slot
+        with (
+            ForecastDojoClient(base_url=running.url) as first,
+            ForecastDojoClient(base_url=running.url) as second,
+        ):
+            for client in (first, second):
+                assert client.reset(event_id="harbor").observation.event_id == "harbor"
+            # the first resets ran on the event loop (nothing to build); no request built an env
+            assert factory.calls_in == ["forecast-dojo-serve"] * 2
+            with urllib_get(running.url + TIMINGS_ROUTE) as response:
+                assert json.loads(response.read())["build"]["count"] == 0
+            assert fetch_facts(running.url)["warm"]["taken"] == 2
+            # the pool refills in the background while the sessions go on; it never holds more than its size
+            wait_for(lambda: fetch_facts(running.url)["warm"]["ready"] == 2)
+        assert factory.threads[1:] == ["forecast-dojo-env-pool"] * (len(factory.threads) - 1)
+        assert len(factory.threads) == 4  # the probe, one more to fill, two refills
+    assert all(env.closed for env in factory.envs)  # the sessions' envs, and the pooled ones at shutdown
+
+
+def test_without_a_warm_env_a_session_builds_its_env_as_it_opens(make_tiny_env):
+    gate = threading.Event()
+    factory = TrackedFactory(make_tiny_env, gate=gate)
+    app = create_app(factory, max_sessions=1, warm=0, timings=True)
+    with BackgroundServer(app) as running:
+        assert fetch_facts(running.url)["warm"] == {
+            "size": 0,
+            "ready": 0,
+            "taken": 0,
+            "missed": 0,
+            "built": 0,
+        }
+        factory.started.clear()
+        client = ForecastDojoClient(base_url=running.url).connect()  # no request sent
+        assert factory.started.wait(timeout=60)  # the build started when the session opened
+        assert factory.threads[-1].startswith("ThreadPoolExecutor")  # in the session's thread
+        answers: list = []
+        reset = threading.Thread(target=lambda: answers.append(client.reset(event_id="mayor")))
+        reset.start()  # sent while the build is held: it waits behind the build in the session's thread
+        time.sleep(0.3)
+        assert not answers
+        gate.set()
+        reset.join(timeout=60)
+        assert answers[0].observation.event_id == "mayor"
+        assert factory.calls_in == [factory.threads[-1]]  # not on the event loop: the env was not built yet
+        with urllib_get(running.url + TIMINGS_ROUTE) as response:
+            assert json.loads(response.read())["build"]["count"] == 0  # built outside any request
+        client.close()
+        assert len(factory.threads) == 2  # the probe (closed: no pool) and the session's env
+
+
+def test_a_session_that_leaves_while_its_env_is_built_frees_its_slot_and_closes_the_env(make_tiny_env):
+    gate = threading.Event()
+    factory = TrackedFactory(make_tiny_env, gate=gate)
+    app = create_app(factory, max_sessions=1, warm=0)
+    with BackgroundServer(app) as running:
+        client = ForecastDojoClient(base_url=running.url).connect()
+        assert factory.started.wait(timeout=60)
+        client.close()
+        gate.set()
+        wait_for(lambda: fetch_facts(running.url)["active_sessions"] == 0)
+        wait_for(lambda: len(factory.envs) == 2 and factory.envs[-1].closed)
+        with ForecastDojoClient(base_url=running.url) as again:  # the slot serves a new session
+            assert again.reset(event_id="harbor").observation.event_id == "harbor"
+
+
+def test_a_bad_warm_is_refused(make_tiny_env):
+    with pytest.raises(ValueError, match="warm"):
+        create_app(lambda: make_tiny_env(), warm=-1)
+
+
+def urllib_get(url: str):
+    import urllib.request
+
+    return urllib.request.urlopen(url, timeout=30)
