@@ -316,8 +316,10 @@ class HonestEvidenceAgent(EvidenceAgent):
         top = max(logits)
         weights = [math.exp(v - top) for v in logits]
         exact = [w / sum(weights) for w in weights]
-        tally = tally_points(k, ledger, model)
-        probabilities = tally_forecast(tally) if self.compact else round_distribution(exact)
+        if self.compact:  # the table a small student can learn (explain_compact prints its tally)
+            probabilities = tally_forecast(tally_points(k, ledger, model))
+        else:
+            probabilities = round_distribution(exact)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
         if self.memory == "notebook":
             kept = sorted(ledger.items(), key=lambda item: (-abs(model.llr.get(item[1][1], 0.0)), item[0]))[
