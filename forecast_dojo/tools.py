@@ -20,6 +20,7 @@ import importlib.metadata
 import inspect
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -50,6 +51,8 @@ MAX_OFFSET = 10**9
 MAX_CODE_CHARS = 20_000
 MAX_RATIONALE_CHARS = 4_000
 MAX_CITATIONS = 50
+# |log odds| above this is refused (e^100: no forecast needs more, and exp() stays finite)
+MAX_LOG_ODDS = 100.0
 INTERNAL_ERROR_PREFIX = "internal error in tool"
 SUBMIT_FORECAST = "submit_forecast"  # the tool that ends a step: the one spelling of its name
 TOOL_NAMES = ("search", "read", "python", SUBMIT_FORECAST)
@@ -104,6 +107,82 @@ def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float
         return check_distribution(values, len(outcomes), where="probabilities"), None
     except SchemaError as err:
         return None, str(err)
+
+
+def read_log_odds(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
+    """A submitted ``log_odds`` argument as the env reads it: ``{label: x}`` or a list in outcome order.
+
+    The forecast is the softmax of the log odds (natural logarithms, any common offset):
+    ``p_i = e^x_i / sum_j e^x_j``. Log odds of 0 for every outcome are the uniform forecast; evidence
+    summed as log likelihood ratios from a uniform prior gives the posterior. An agent that weighs
+    evidence in log odds need not normalize probabilities itself.
+
+    Args:
+        value: The argument as decoded from JSON (anything a model can write).
+        outcomes: The event's outcome labels, in order (a free-form question has none: refused).
+
+    Returns:
+        ``(forecast, None)`` when valid, else ``(None, error)``.
+    """
+    if not outcomes:
+        return None, "log_odds needs listed outcomes; propose outcomes with probabilities instead"
+    if isinstance(value, dict):
+        unknown = sorted(set(map(str, value)) - set(outcomes))
+        missing = [label for label in outcomes if label not in value]
+        if unknown or missing:
+            return (
+                None,
+                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
+            )
+        values = [value[label] for label in outcomes]
+    elif isinstance(value, list):
+        values = value
+    else:
+        return None, "log_odds must be an object keyed by outcome label or a list"
+    if len(values) != len(outcomes):
+        return None, f"log_odds: expected {len(outcomes)} numbers, got {len(values)}"
+    numbers = []
+    for v in values:
+        try:
+            number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number) or abs(number) > MAX_LOG_ODDS:
+            return (
+                None,
+                f"log_odds must be finite numbers between -{MAX_LOG_ODDS:g} and {MAX_LOG_ODDS:g}, got {preview(v)}",
+            )
+        numbers.append(number)
+    top = max(numbers)
+    weights = [math.exp(x - top) for x in numbers]
+    total = sum(weights)
+    return tuple(w / total for w in weights), None
+
+
+def read_forecast(
+    arguments: dict[str, Any], outcomes: Sequence[str]
+) -> tuple[tuple[float, ...] | None, str | None]:
+    """The forecast of ``submit_forecast`` arguments with listed outcomes: ``probabilities`` or ``log_odds``.
+
+    The one reader of a submitted forecast: ``submit_forecast`` and the TRL reward functions
+    (:mod:`forecast_dojo.training.rewards`) both use it. Exactly one of the two must be given.
+
+    Args:
+        arguments: The call's decoded arguments.
+        outcomes: The event's outcome labels, in order.
+
+    Returns:
+        ``(forecast, None)`` when valid, else ``(None, error)``.
+    """
+    given = [name for name in ("probabilities", "log_odds") if arguments.get(name) is not None]
+    if len(given) != 1:
+        return None, NO_FORECAST_ERROR if not given else "give probabilities or log_odds, not both"
+    if given == ["log_odds"]:
+        return read_log_odds(arguments["log_odds"], outcomes)
+    return read_probabilities(arguments["probabilities"], outcomes)
+
+
+NO_FORECAST_ERROR = "submit_forecast needs probabilities (or log_odds)"
 
 
 def citations_error(value: Any) -> str | None:
@@ -336,7 +415,8 @@ class ForecastTools:
 
     def submit_forecast(
         self,
-        probabilities: dict[str, float] | list[float],
+        probabilities: dict[str, float] | list[float] | None = None,
+        log_odds: dict[str, float] | list[float] | None = None,
         notebook: dict | None = None,
         rationale: str | None = None,
         citations: list[str] | None = None,
@@ -345,7 +425,8 @@ class ForecastTools:
         """Submit your final probability forecast for this step; this ends the step.
 
         Args:
-            probabilities: Probability of each outcome, as an object keyed by outcome label or a list in the listed outcome order; must sum to 1.
+            probabilities: Probability per outcome: {label: p} or a list in the listed order; sums to 1.
+            log_odds: Or log odds per outcome, same forms; the forecast is their softmax.
             notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
             citations: Optional: the ids of the documents the forecast rests on (logged, not scored).
@@ -360,8 +441,12 @@ class ForecastTools:
             except UntrustedInputError as err:
                 return ToolResult("", error=f"graph rejected, forecast not submitted: {err}")
         labels = None
-        if self.outcomes:
-            forecast, forecast_error = self._read_probabilities(probabilities)
+        if probabilities is None and log_odds is None:
+            return ToolResult("", error=f"{NO_FORECAST_ERROR}; forecast not submitted")
+        if self.outcomes or log_odds is not None:
+            forecast, forecast_error = read_forecast(
+                {"probabilities": probabilities, "log_odds": log_odds}, self.outcomes
+            )
         else:  # a free-form question: the agent proposes the outcomes
             proposal, forecast_error = read_free_form(probabilities)
             if proposal is not None and not proposal:
@@ -383,11 +468,13 @@ class ForecastTools:
                 "forecast not submitted",
             )
         fallback = "the uniform distribution" if self.outcomes else "no forecast (score 0)"
-        message = (
-            "forecast recorded"
-            if forecast_error is None
-            else f"invalid forecast ({forecast_error}); {fallback} was recorded instead"
-        )
+        if forecast_error is not None:
+            message = f"invalid forecast ({forecast_error}); {fallback} was recorded instead"
+        elif log_odds is not None and forecast is not None:  # say what the log odds came to
+            recorded = ", ".join(f"{label} {p:.2f}" for label, p in zip(self.outcomes, forecast, strict=True))
+            message = f"forecast recorded: {recorded}"
+        else:
+            message = "forecast recorded"
         return ToolResult(
             message,
             forecast=forecast,
@@ -399,9 +486,6 @@ class ForecastTools:
         )
 
     # ------------------------------------------------------------------ plumbing
-
-    def _read_probabilities(self, value: Any) -> tuple[tuple[float, ...] | None, str | None]:
-        return read_probabilities(value, self.outcomes)
 
     def functions(self) -> dict[str, Callable[..., ToolResult]]:
         """Every tool by name, as bound methods of this toolbox."""

@@ -172,6 +172,10 @@ def test_huge_integer_probability(synthetic_env):
         synthetic_env, dict_action("submit_forecast", {"probabilities": [10**99] + [0] * (k - 1)})
     )
     assert info["step_ended"] and info["flags"] == ["invalid_forecast"]
+    obs, _, _, _, info = check_step(
+        synthetic_env, dict_action("submit_forecast", {"log_odds": [10**99] + [0] * (k - 1)})
+    )
+    assert info["step_ended"] and info["flags"] == ["invalid_forecast"]  # beyond the log odds bound
 
 
 def test_lone_surrogate_in_a_query(synthetic_env):
@@ -336,6 +340,7 @@ ARGUMENT_NAMES = (
     "limit",
     "code",
     "probabilities",
+    "log_odds",
     "notebook",
     "rationale",
     "citations",
@@ -437,6 +442,8 @@ ARGUMENT_VALUES = {
         "code": texts,
         "probabilities": st.lists(numbers | st.floats(0, 1), max_size=4)
         | st.dictionaries(st.sampled_from(LABELS) | texts, numbers | st.floats(0, 1), max_size=4),
+        "log_odds": st.lists(numbers | st.floats(-150, 150), max_size=4)
+        | st.dictionaries(st.sampled_from(LABELS) | texts, numbers | st.floats(-150, 150), max_size=4),
         "notebook": notebooks,
         "rationale": texts | st.just("r" * 5000),
         "citations": st.lists(st.sampled_from(["harbor-03", "leak-harbor"]) | texts, max_size=3)

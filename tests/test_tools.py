@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import time
 from datetime import datetime
@@ -138,3 +139,88 @@ def test_one_turn_of_endless_loops_is_bounded_by_the_budget(make_tiny_env):
     assert "the python time budget of this step ran out; the process was killed" in texts[0]
     assert all(t.startswith("Error: the python time budget of this step (3 s) is spent") for t in texts[1:])
     assert elapsed < 3.0 + 5.0, elapsed  # the budget, plus the one killed sandbox's start and teardown
+
+
+def submit_with(arguments: dict) -> dict:
+    return {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "submit_forecast", "arguments": arguments}}]}  # fmt: skip
+
+
+def test_log_odds_are_read_as_their_softmax_in_both_forms():
+    from forecast_dojo.tools import read_forecast, read_log_odds
+
+    outcomes = ["A", "B", "C"]
+    expected = [
+        math.e**2 / (math.e**2 + math.e + 1),
+        math.e / (math.e**2 + math.e + 1),
+        1 / (math.e**2 + math.e + 1),
+    ]
+    assert read_log_odds([2, 1, 0], outcomes)[0] == pytest.approx(expected)
+    assert read_log_odds({"C": 10, "A": 12, "B": 11}, outcomes)[0] == pytest.approx(
+        expected
+    )  # any common offset
+    assert read_log_odds([0, 0, 0], outcomes)[0] == pytest.approx([1 / 3] * 3)
+    assert read_log_odds([100, -100, 0], outcomes)[0] == pytest.approx([1, 0, 0])  # no overflow at the bound
+    assert read_forecast({"log_odds": [0.5, 0, 0]}, outcomes)[0] == read_log_odds([0.5, 0, 0], outcomes)[0]
+    assert read_forecast({"probabilities": [0.5, 0.25, 0.25]}, outcomes) == ((0.5, 0.25, 0.25), None)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ([1, 2], "expected 3 numbers, got 2"),
+        ([1, 2, 3, 4], "expected 3 numbers, got 4"),
+        ([1, float("nan"), 0], "finite numbers"),
+        ([1, float("inf"), 0], "finite numbers"),
+        ([101, 0, 0], "between -100 and 100"),
+        ([10**400, 0, 0], "finite numbers"),
+        ([True, 0, 0], "finite numbers"),
+        (["1", 0, 0], "finite numbers"),
+        ([None, 0, 0], "finite numbers"),
+        ({"A": 1, "B": 0}, "missing: ['C']"),
+        ({"A": 1, "B": 0, "C": 0, "D": 0}, "unknown: ['D']"),
+        ("1, 0, 0", "an object keyed by outcome label or a list"),
+        (3, "an object keyed by outcome label or a list"),
+    ],
+)
+def test_bad_log_odds_get_a_clear_error(value, error):
+    from forecast_dojo.tools import read_log_odds
+
+    forecast, message = read_log_odds(value, ["A", "B", "C"])
+    assert forecast is None and error in message
+
+
+def test_submitting_log_odds_records_their_softmax_and_says_what_it_came_to(make_tiny_env):
+    env = make_tiny_env()
+    env.reset("harbor")
+    outcomes = list(env._event.outcomes)
+    log_odds = [1.0] + [0.0] * (len(outcomes) - 1)
+    obs, _, _, _, info = env.step(submit_with({"log_odds": log_odds}))
+    record = info["record"]
+    weights = [math.exp(x) for x in log_odds]
+    assert record.valid and record.forecast == pytest.approx([w / sum(weights) for w in weights])
+    recorded = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, record.forecast, strict=True))
+    assert record.messages[-1]["content"] == f"forecast recorded: {recorded}"
+
+
+def test_log_odds_and_probabilities_together_are_an_invalid_forecast_and_neither_is_no_submission(
+    make_tiny_env,
+):
+    env = make_tiny_env()
+    env.reset("harbor")
+    k = len(env._event.outcomes)
+    obs, _, _, _, info = env.step(submit_with({}))  # neither: refused, the step goes on
+    assert not info["step_ended"]
+    assert "needs probabilities (or log_odds); forecast not submitted" in tool_texts(obs)[-1]
+    obs, _, _, _, info = env.step(submit_with({"probabilities": [1 / k] * k, "log_odds": [0] * k}))
+    record = info["record"]
+    assert info["step_ended"] and not record.valid
+    assert "give probabilities or log_odds, not both" in record.forecast_error
+    assert record.forecast == pytest.approx([1 / k] * k)  # the uniform fallback
+
+
+def test_log_odds_need_listed_outcomes():
+    from forecast_dojo.tools import read_log_odds
+
+    forecast, error = read_log_odds([0, 0], [])
+    assert forecast is None and "needs listed outcomes" in error

@@ -64,7 +64,6 @@ NO_CUE = "(no cue)"
 COMPACT_TOP_K = 3  # the compact teacher's hits per search
 COMPACT_MAX_SEARCHES = 1  # and searches per forecast date
 COMPACT_NOTEBOOK_EVIDENCE = 2  # claims kept in its notebook
-MAX_LEAD = 6  # the compact teacher's points lead is capped here (a binary leader at most 0.95)
 # A compact notebook claim: "<outcome label> favoured: <cue signature>", read back at the next date.
 _COMPACT_CLAIM = re.compile(r"^(?P<label>.+) favoured: (?P<signature>[^:]+)$")
 MIN_COUNT = 5
@@ -316,8 +315,9 @@ class HonestEvidenceAgent(EvidenceAgent):
         top = max(logits)
         weights = [math.exp(v - top) for v in logits]
         exact = [w / sum(weights) for w in weights]
-        if self.compact:  # the table a small student can learn (explain_compact prints its tally)
-            probabilities = tally_forecast(tally_points(k, ledger, model))
+        tally = tally_points(k, ledger, model) if self.compact else []
+        if self.compact:  # the tally's softmax: what the env records of submit_forecast(log_odds=tally)
+            probabilities = round_distribution(tally_forecast(tally))
         else:
             probabilities = round_distribution(exact)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
@@ -339,8 +339,10 @@ class HonestEvidenceAgent(EvidenceAgent):
                     for doc_id, (fav, sig, day) in sorted(kept)
                 ]
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
-        if self.compact:  # a list in the listed order: the Update line's numbers, copied
-            action = tool_call("submit_forecast", **{**arguments, "probabilities": probabilities})
+        if self.compact:  # the Tally line's sums as log odds, a list in the listed order: the env normalizes
+            log_odds = [int(t) if float(t).is_integer() else t for t in tally]
+            rest = {key: value for key, value in arguments.items() if key != "probabilities"}
+            action = tool_call("submit_forecast", log_odds=log_odds, **rest)
             action["content"] = explain_compact(outcomes, ledger, model, list(self.seen))
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
@@ -390,47 +392,45 @@ class HonestEvidenceAgent(EvidenceAgent):
         return " ".join(lines)
 
 
-def points(llr: float) -> int:
-    """A log likelihood ratio in the compact teacher's points: half-nats, rounded (LR 7.5 -> 4, 3 -> 2, 1.5 -> 1)."""
-    return round(2 * llr)
+def points(llr: float) -> float:
+    """A log likelihood ratio as the compact teacher writes it: nats, to the nearest half (LR 7.5 -> 2, 3 -> 1, 1.5 -> 0.5)."""
+    return round(2 * llr) / 2
 
 
-def tally_points(k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel) -> list[int]:
-    """Points per outcome: the sum of :func:`points` of the weighed reports that favour it."""
-    tally = [0] * k
-    for favoured, signature, _ in ledger.values():
+def number(x: float) -> str:
+    """A points value as written: ``2``, ``0.5``, ``-1.5`` (no trailing ``.0``)."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def tally_terms(
+    k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel, order: Sequence[str] = ()
+) -> list[list[float]]:
+    """The :func:`points` of the weighed reports that favour each outcome, in ``order`` (then the rest)."""
+    terms: list[list[float]] = [[] for _ in range(k)]
+    for doc_id in [*dict.fromkeys(d for d in order if d in ledger), *(d for d in ledger if d not in order)]:
+        favoured, signature, _ = ledger[doc_id]
         if signature in model.llr:
-            tally[favoured] += points(model.llr[signature])
-    return tally
+            terms[favoured].append(points(model.llr[signature]))
+    return terms
 
 
-def lead_probability(margin: int, k: int) -> float:
-    """The leader's probability at a lead of ``margin`` points over the runner-up among ``k`` outcomes.
+def tally_points(k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel) -> list[float]:
+    """Points per outcome: the sum of :func:`points` of the weighed reports that favour it (log odds, nats)."""
+    return [sum(t) for t in tally_terms(k, ledger, model)]
 
-    ``e^(m/2) / (e^(m/2) + k - 1)``: the posterior of a leader whose log odds over each other outcome
-    is ``m`` half-nats, from a uniform prior; the lead is capped at :data:`MAX_LEAD` points.
+
+def tally_forecast(tally: Sequence[float]) -> list[float]:
+    """The forecast of a points tally: its softmax, which is what ``submit_forecast(log_odds=tally)`` records.
+
+    Points are log likelihood ratios in nats summed from a uniform prior, so the softmax is the
+    posterior; the compact teacher submits the tally itself as ``log_odds`` and lets the env normalize.
+    The fourth learning run's student named the right evidence and still wrote the prior; the fifth's
+    named it and copied a probability table wrong (22 binary "leads by 1 -> 0.95"): the arithmetic a
+    small student gets wrong is the env's job, the evidence and its weights stay the student's.
     """
-    ratio = math.exp(min(margin, MAX_LEAD) / 2)
-    return ratio / (ratio + k - 1)
-
-
-def tally_forecast(tally: Sequence[int]) -> list[float]:
-    """The compact teacher's forecast from its points (rounded to 2 decimals, summing to 1).
-
-    Uniform without a single leader; else the leader gets :func:`lead_probability` of its lead over the
-    runner-up and the others share the rest evenly.
-
-    A one-dimensional table a small student can learn, where exact odds (prior x likelihood ratios,
-    normalized) are arithmetic it copies wrongly: the fourth learning run's student named the right
-    evidence and still wrote the prior.
-    """
-    k = len(tally)
-    order = sorted(range(k), key=lambda i: -tally[i])
-    margin = tally[order[0]] - tally[order[1]]
-    if margin <= 0:
-        return round_distribution([1.0 / k] * k)
-    lead = lead_probability(margin, k)
-    return round_distribution([lead if i == order[0] else (1 - lead) / (k - 1) for i in range(k)])
+    top = max(tally)
+    weights = [math.exp(t - top) for t in tally]
+    return [w / sum(weights) for w in weights]
 
 
 def explain_compact(
@@ -439,15 +439,16 @@ def explain_compact(
     model: CueModel,
     hits: Sequence[str] = (),
 ) -> str:
-    """The compact teacher's final turn: one verdict per search hit, the points tally, the update.
+    """The compact teacher's final turn: one verdict per search hit, then the points tally.
 
     Each hit gets its own line, in the order the search returned it, so that a small student decides
     one document at a time next to where it read it: the outcome the report favours with its cue and
-    points (:func:`points`), "no weight" for a cue the training events never showed to be informative,
-    or "no bearing" when the report is not about this question (another entity, deadline or meeting; no
-    view). Reports the notebook carries from earlier dates and that carry weight follow under "Notes".
-    Then ``Tally:`` (points per outcome) and ``Update:`` (the leader and its lead, or ``even``, and the
-    forecast of :func:`tally_forecast`).
+    points (:func:`points`: log likelihood ratio in nats), "no weight" for a cue the training events
+    never showed to be informative, or "no bearing" when the report is not about this question (another
+    entity, deadline or meeting; no view). Reports the notebook carries from earlier dates and that carry
+    weight follow under "Notes". Then ``Tally:`` with each outcome's points summed in writing
+    (``B 0.5+1 = 1.5``), the numbers the turn's ``submit_forecast(log_odds=...)`` copies; ``Tally: none.``
+    when nothing carries weight (log odds all 0: uniform).
 
     Args:
         outcomes: the outcome labels.
@@ -456,7 +457,7 @@ def explain_compact(
         hits: the document ids the searches returned, in their order (empty: the ledger's own order).
 
     Returns:
-        A few short lines, the last ``Update: <label> leads by <m> -> a/b.`` or ``Update: even -> a/b.``.
+        A few short lines, the last ``Tally: ...``.
     """
 
     def verdict(doc_id: str) -> str:
@@ -465,27 +466,29 @@ def explain_compact(
         favoured, signature, _ = ledger[doc_id]
         if signature not in model.llr:
             return f"{doc_id}: {outcomes[favoured]}, no weight."
-        return f"{doc_id}: {outcomes[favoured]} ('{signature}', {points(model.llr[signature]):+d})."
+        value = points(model.llr[signature])
+        return f"{doc_id}: {outcomes[favoured]} ('{signature}', {'+' if value >= 0 else '-'}{number(abs(value))})."
 
     order = list(dict.fromkeys(hits)) or sorted(ledger)
     lines = [verdict(doc_id) for doc_id in order]
-    notes = [
-        verdict(doc_id) for doc_id in sorted(ledger) if doc_id not in order and ledger[doc_id][1] in model.llr
-    ]
+    notes = [d for d in sorted(ledger) if d not in order and ledger[d][1] in model.llr]
     if notes:
-        lines.append("Notes: " + " ".join(notes))
-    tally = tally_points(len(outcomes), ledger, model)
-    forecast = "/".join(f"{p:.2f}" for p in tally_forecast(tally))
-    if not any(ledger[doc_id][1] in model.llr for doc_id in ledger):
+        lines.append("Notes: " + " ".join(verdict(doc_id) for doc_id in notes))
+    terms = tally_terms(len(outcomes), ledger, model, [*order, *notes])
+    if not any(terms):
         lines.append("Tally: none.")
     else:
+
+        def total(parts: list[float]) -> str:
+            if len(parts) <= 1:
+                return number(sum(parts))
+            return "+".join(number(x) for x in parts) + f" = {number(sum(parts))}"
+
         lines.append(
-            "Tally: " + ", ".join(f"{label} {t}" for label, t in zip(outcomes, tally, strict=True)) + "."
+            "Tally: "
+            + ", ".join(f"{label} {total(t)}" for label, t in zip(outcomes, terms, strict=True))
+            + "."
         )
-    ranked = sorted(range(len(tally)), key=lambda i: -tally[i])
-    margin = tally[ranked[0]] - tally[ranked[1]]
-    leader = f"{outcomes[ranked[0]]} leads by {margin}" if margin > 0 else "even"
-    lines.append(f"Update: {leader} -> {forecast}.")
     return "\n".join(lines)
 
 

@@ -2,7 +2,7 @@
 
 A completion (TRL's conversational form: a list of messages, or plain text) is scored by the first
 ``submit_forecast`` call in it, read as the env reads it (``forecast_dojo.actions.parse_action``, then
-the tools' own probability reader :func:`forecast_dojo.tools.read_probabilities`),
+the tools' own forecast reader :func:`forecast_dojo.tools.read_forecast`: ``probabilities`` or ``log_odds``),
 against the realized outcome (the dataset's ``outcome_index`` column, passed by TRL as a keyword).
 
 Invalid and missing forecasts score as the uniform forecast minus a penalty (missing > invalid by
@@ -21,7 +21,8 @@ from typing import Any
 from forecast_dojo.actions import parse_action
 from forecast_dojo.scoring import SCORING_RULES, uniform
 from forecast_dojo.tools import SUBMIT_FORECAST
-from forecast_dojo.tools import read_probabilities as read_probabilities  # the env's one reader, re-exported
+from forecast_dojo.tools import read_forecast as read_forecast  # the env's one reader, re-exported
+from forecast_dojo.tools import read_probabilities as read_probabilities
 
 INVALID_PENALTY = 0.25
 MISSING_PENALTY = 0.5
@@ -60,9 +61,7 @@ def find_submission(completion: Any, outcomes: Sequence[str]) -> Submission:
                 continue
             if call.error is not None or not isinstance(call.arguments, dict):
                 return Submission(None, call.error or "arguments are not an object")
-            if "probabilities" not in call.arguments:
-                return Submission(None, "no probabilities")
-            forecast, error = read_probabilities(call.arguments["probabilities"], outcomes)
+            forecast, error = read_forecast(call.arguments, outcomes)
             return Submission(forecast, error)
     return Submission(None, "missing")
 

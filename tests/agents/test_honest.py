@@ -9,7 +9,6 @@ import re
 import pytest
 
 from forecast_dojo.agents.honest import (
-    MAX_LEAD,
     NO_CUE,
     CueModel,
     HonestEvidenceAgent,
@@ -17,7 +16,7 @@ from forecast_dojo.agents.honest import (
     cue_signature,
     fit_cue_model,
     fit_from_readings,
-    lead_probability,
+    number,
     points,
     round_distribution,
     tally_forecast,
@@ -130,23 +129,25 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
         assert "rationale" not in arguments  # the turn's text says it once
         last = text.splitlines()[-1]
-        assert len(text) < 400 and last.startswith("Update: "), text
-        # the forecast is the Update line's numbers in the listed order, summing to 1
-        forecast = arguments["probabilities"]
-        assert isinstance(forecast, list) and len(forecast) == len(record.outcomes)
-        assert last.split(" -> ")[1].rstrip(".") == "/".join(f"{p:.2f}" for p in forecast)
-        assert record.valid and abs(sum(forecast) - 1) < 1e-9
-        # and it is the tally's: the Tally line's points, mapped by the one table
-        tally_line = text.splitlines()[-2]
-        if tally_line == "Tally: none.":
-            tally = [0] * len(record.outcomes)
+        assert len(text) < 400 and last.startswith("Tally: "), text
+        # the forecast is the Tally line's sums, submitted as log odds in the listed order
+        assert "probabilities" not in arguments
+        log_odds = arguments["log_odds"]
+        assert isinstance(log_odds, list) and len(log_odds) == len(record.outcomes)
+        if last == "Tally: none.":
+            tally = [0.0] * len(record.outcomes)
         else:
-            tally = [
-                int(part.rsplit(" ", 1)[1])
-                for part in tally_line.removeprefix("Tally: ").rstrip(".").split(", ")
-            ]
-        assert forecast == tally_forecast(tally)
-        assert record.forecast == tuple(forecast) or list(record.forecast) == forecast
+            tally = []
+            for part in last.removeprefix("Tally: ").rstrip(".").split(", "):
+                written = part.split(" = ")[-1].rsplit(" ", 1)[-1]
+                terms = part.rsplit(" = ", 1)[0].rsplit(" ", 1)[-1].split("+")
+                assert sum(map(float, terms)) == float(written), part  # the written sum is right
+                tally.append(float(written))
+        assert [float(x) for x in log_odds] == tally
+        # the env records the tally's softmax, and says so
+        assert record.valid and record.forecast == pytest.approx(tally_forecast(tally))
+        assert abs(sum(record.forecast) - 1) < 1e-9
+        assert record.messages[-1]["content"].startswith("forecast recorded: ")
         hits = [
             h["id"]
             for m in record.messages
@@ -161,11 +162,11 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
             if rest != "no bearing.":
                 label = rest.split(" ('")[0].removesuffix(", no weight.")
                 assert label in record.outcomes, line
-        weighed = [line for line in verdicts if re.search(r"', [+-]\d+\)\.$", line)]
+        weighed = [line for line in verdicts if re.search(r"', [+-][\d.]+\)\.$", line)]
         assert ("Tally: none." in text) == (not weighed and "Notes: " not in text)
-        for line in weighed:  # a verdict's points are its cue's likelihood ratio in half-nats
+        for line in weighed:  # a verdict's points are its cue's log likelihood ratio, nats to the half
             signature = line.split(" ('")[1].split("',")[0]
-            assert line.endswith(f"{points(model.llr[signature]):+d}).")
+            assert float(line.rsplit(", ", 1)[1].rstrip(").")) == points(model.llr[signature])
         notebook = arguments["notebook"]
         assert len(notebook["evidence"]) <= COMPACT_NOTEBOOK_EVIDENCE
         assert all(" favoured: " in e["claim"] for e in notebook["evidence"])
@@ -224,40 +225,43 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
         assert kept == [m["content"] for m in source["messages"] if m["role"] == "assistant"]
 
 
-def test_the_compact_tally_maps_points_to_one_table_that_sums_to_1():
-    """Points are half-nats; no leader gives the uniform forecast, a lead of m the leader's posterior at m."""
-    assert [points(math.log(lr)) for lr in (7.5, 3.0, 1.5, 1.1)] == [4, 2, 1, 0]
+def test_compact_points_are_half_nats_and_the_tally_forecast_is_their_softmax():
+    """Points are log likelihood ratios to the nearest half nat; the forecast of a tally is its softmax."""
+    assert [points(math.log(lr)) for lr in (7.5, 3.0, 1.5, 1.1, 1 / 3)] == [2, 1, 0.5, 0, -1]
+    assert [number(x) for x in (2.0, 0.5, -1.5, 0.0)] == ["2", "0.5", "-1.5", "0"]
     assert tally_forecast([0, 0]) == [0.5, 0.5]
-    assert tally_forecast([0, 0, 0]) == [0.34, 0.33, 0.33]  # sums to 1, as every forecast does
-    assert tally_forecast([3, 3, 0]) == tally_forecast([0, 0, 0])  # no single leader
-    assert tally_forecast([1, 4]) == [0.18, 0.82]
-    assert tally_forecast([4, 0, 2]) == [0.58, 0.21, 0.21]
-    assert tally_forecast([40, 0]) == tally_forecast([MAX_LEAD, 0]) == [0.95, 0.05]
+    assert tally_forecast([0, 0, 0]) == pytest.approx([1 / 3] * 3)
+    assert tally_forecast([1, 1, 0]) == pytest.approx(
+        [math.e / (2 * math.e + 1)] * 2 + [1 / (2 * math.e + 1)]
+    )
+    assert tally_forecast([0.5, 2]) == pytest.approx([1 / (1 + math.exp(1.5)), 1 / (1 + math.exp(-1.5))])
+    assert tally_forecast([60, 0]) == pytest.approx([1, 0])  # large tallies do not overflow
     for k in (2, 3, 4, 5):
-        for tally in ([0] * k, [5] + [0] * (k - 1), [0] * (k - 1) + [2]):
+        for tally in ([0] * k, [5] + [0] * (k - 1), [0] * (k - 1) + [2.5]):
             forecast = tally_forecast(tally)
             assert len(forecast) == k and abs(sum(forecast) - 1) < 1e-9 and min(forecast) > 0
-    for m in range(MAX_LEAD):  # a larger lead never lowers the leader
-        assert lead_probability(m + 1, 3) > lead_probability(m, 3)
+    for m in range(6):  # a larger lead never lowers the leader
+        assert tally_forecast([m + 0.5, 0, 0])[0] > tally_forecast([m, 0, 0])[0]
 
 
-def test_the_compact_turn_names_the_tally_and_the_leader():
+def test_the_compact_turn_names_each_verdict_and_sums_the_tally_in_writing():
     from forecast_dojo.agents.honest import CueModel, explain_compact
 
-    model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5)})
+    model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5), "report": math.log(3)})
     ledger = {
         "d2": (0, "leak", "2031-01-02"),
         "d3": (1, "rumour", "2031-01-03"),
         "d4": (1, "gossip", "2031-01-01"),
+        "d5": (1, "report", "2031-01-04"),
     }
-    text = explain_compact(["A", "B", "C"], ledger, model, ["d1", "d2", "d3", "d4"])
+    text = explain_compact(["A", "B", "C"], ledger, model, ["d1", "d2", "d3", "d4", "d5"])
     assert text.splitlines() == [
         "d1: no bearing.",
-        "d2: A ('leak', +4).",
-        "d3: B ('rumour', +1).",
+        "d2: A ('leak', +2).",
+        "d3: B ('rumour', +0.5).",
         "d4: B, no weight.",
-        "Tally: A 4, B 1, C 0.",
-        "Update: A leads by 3 -> 0.70/0.15/0.15.",
+        "d5: B ('report', +1).",
+        "Tally: A 2, B 0.5+1 = 1.5, C 0.",
     ]
     text = explain_compact(["A", "B", "C"], {"d4": (1, "gossip", "2031-01-01")}, model, ["d4"])
-    assert text.splitlines()[-2:] == ["Tally: none.", "Update: even -> 0.34/0.33/0.33."]
+    assert text.splitlines() == ["d4: B, no weight.", "Tally: none."]

@@ -101,3 +101,28 @@ def test_garbage_never_raises():
     ]
     rewards = brier_reward(junk, outcome_index=[0] * 4, outcomes=[OUTCOMES] * 4)
     assert all(r <= -0.5 - INVALID_PENALTY + 1e-12 for r in rewards)
+
+
+def test_log_odds_submissions_are_read_as_the_env_reads_them():
+    """A completion that submits log odds is scored on their softmax, exactly as the env records it."""
+    completion = [
+        {
+            "role": "assistant",
+            "content": '<tool_call>{"name": "submit_forecast", "arguments": {"log_odds": [1, 0]}}</tool_call>',
+        }
+    ]
+    p_yes = math.e / (math.e + 1)
+    assert find_submission(completion, OUTCOMES).forecast == pytest.approx((p_yes, 1 - p_yes))
+    assert brier_reward([completion], outcome_index=[0], outcomes=[OUTCOMES]) == pytest.approx(
+        [-((1 - p_yes) ** 2 + (1 - p_yes) ** 2)]
+    )
+    both = submit('[0.5, 0.5], "log_odds": [0, 0]')
+    assert find_submission(both, OUTCOMES).error == "give probabilities or log_odds, not both"
+    neither = [
+        {
+            "role": "assistant",
+            "content": '<tool_call>{"name": "submit_forecast", "arguments": {}}</tool_call>',
+        }
+    ]
+    assert find_submission(neither, OUTCOMES).forecast is None
+    assert brier_reward([neither], outcome_index=[0], outcomes=[OUTCOMES]) == [-0.5 - INVALID_PENALTY]
