@@ -51,6 +51,7 @@ MAX_OFFSET = 10**9
 MAX_CODE_CHARS = 20_000
 MAX_RATIONALE_CHARS = 4_000
 MAX_CITATIONS = 50
+NO_FORECAST_ERROR = "submit_forecast needs probabilities (or log_odds)"
 # |log odds| above this is refused (e^100: no forecast needs more, and exp() stays finite)
 MAX_LOG_ODDS = 100.0
 INTERNAL_ERROR_PREFIX = "internal error in tool"
@@ -180,9 +181,6 @@ def read_forecast(
     if given == ["log_odds"]:
         return read_log_odds(arguments["log_odds"], outcomes)
     return read_probabilities(arguments["probabilities"], outcomes)
-
-
-NO_FORECAST_ERROR = "submit_forecast needs probabilities (or log_odds)"
 
 
 def citations_error(value: Any) -> str | None:
