@@ -436,16 +436,23 @@ def _excluded_ids(where: str, value: Any, legacy: Any) -> tuple[str, ...]:
     return tuple(sorted(set(ids)))
 
 
+def as_number(value: Any) -> float:
+    """A JSON number as a float: NaN for anything else (bools, strings, None), inf for an integer beyond the float range."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
+
+
 def check_distribution(values: Sequence[float], k: int, *, where: str = "distribution") -> tuple[float, ...]:
     """Validate a probability vector of length ``k``; renormalize tiny rounding; raise otherwise."""
     if len(values) != k:
         raise SchemaError(f"{where}: expected {k} probabilities, got {len(values)}")
     out = []
     for v in values:
-        try:
-            number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-        except OverflowError:  # an integer beyond the float range
-            number = math.inf
+        number = as_number(v)
         if not math.isfinite(number) or number < 0:
             raise SchemaError(f"{where}: probabilities must be finite numbers >= 0, got {preview(v)}")
         out.append(number)

@@ -36,7 +36,7 @@ from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
-from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.schema import SchemaError, as_number, check_distribution
 from forecast_dojo.scoring import read_free_form
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
@@ -78,6 +78,24 @@ class ToolResult:
     submitted: bool = False
 
 
+def values_in_outcome_order(
+    value: Any, outcomes: Sequence[str], name: str
+) -> tuple[list[Any] | None, str | None]:
+    """One number per outcome from ``{label: x}`` (exactly the labels) or a list, not yet checked."""
+    if isinstance(value, dict):
+        unknown = sorted(set(map(str, value)) - set(outcomes))
+        missing = [label for label in outcomes if label not in value]
+        if unknown or missing:
+            return (
+                None,
+                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
+            )
+        return [value[label] for label in outcomes], None
+    if isinstance(value, list):
+        return value, None
+    return None, f"{name} must be an object keyed by outcome label or a list"
+
+
 def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
     """A submitted ``probabilities`` argument as the env reads it: ``{label: p}`` or a list in outcome order.
 
@@ -91,19 +109,9 @@ def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float
     Returns:
         ``(forecast, None)`` when valid (tiny rounding renormalized), else ``(None, error)``.
     """
-    if isinstance(value, dict):
-        unknown = sorted(set(map(str, value)) - set(outcomes))
-        missing = [label for label in outcomes if label not in value]
-        if unknown or missing:
-            return (
-                None,
-                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
-            )
-        values = [value[label] for label in outcomes]
-    elif isinstance(value, list):
-        values = value
-    else:
-        return None, "probabilities must be an object keyed by outcome label or a list"
+    values, error = values_in_outcome_order(value, outcomes, "probabilities")
+    if values is None:
+        return None, error
     try:
         return check_distribution(values, len(outcomes), where="probabilities"), None
     except SchemaError as err:
@@ -127,27 +135,14 @@ def read_log_odds(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...
     """
     if not outcomes:
         return None, "log_odds needs listed outcomes; propose outcomes with probabilities instead"
-    if isinstance(value, dict):
-        unknown = sorted(set(map(str, value)) - set(outcomes))
-        missing = [label for label in outcomes if label not in value]
-        if unknown or missing:
-            return (
-                None,
-                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
-            )
-        values = [value[label] for label in outcomes]
-    elif isinstance(value, list):
-        values = value
-    else:
-        return None, "log_odds must be an object keyed by outcome label or a list"
+    values, error = values_in_outcome_order(value, outcomes, "log_odds")
+    if values is None:
+        return None, error
     if len(values) != len(outcomes):
         return None, f"log_odds: expected {len(outcomes)} numbers, got {len(values)}"
     numbers = []
     for v in values:
-        try:
-            number = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
-        except OverflowError:  # an integer beyond the float range
-            number = math.inf
+        number = as_number(v)
         if not math.isfinite(number) or abs(number) > MAX_LOG_ODDS:
             return (
                 None,
