@@ -482,7 +482,10 @@ def explain_compact(
         def total(parts: list[float]) -> str:
             if len(parts) <= 1:
                 return number(sum(parts))
-            return "+".join(number(x) for x in parts) + f" = {number(sum(parts))}"
+            written = number(parts[0]) + "".join(
+                f"{'+' if x >= 0 else '-'}{number(abs(x))}" for x in parts[1:]
+            )
+            return f"{written} = {number(sum(parts))}"
 
         lines.append(
             "Tally: "

@@ -265,3 +265,8 @@ def test_the_compact_turn_names_each_verdict_and_sums_the_tally_in_writing():
     ]
     text = explain_compact(["A", "B", "C"], {"d4": (1, "gossip", "2031-01-01")}, model, ["d4"])
     assert text.splitlines() == ["d4: B, no weight.", "Tally: none."]
+    model.llr["denial"] = math.log(1 / 3)  # a cue that points away from the outcome it names
+    text = explain_compact(
+        ["A", "B"], {"d2": (0, "leak", "x"), "d3": (0, "denial", "y")}, model, ["d2", "d3"]
+    )
+    assert text.splitlines() == ["d2: A ('leak', +2).", "d3: A ('denial', -1).", "Tally: A 2-1 = 1, B 0."]
