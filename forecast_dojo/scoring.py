@@ -36,6 +36,14 @@ LOG_FLOOR = 1e-3
 FREE_FORM_TOLERANCE = 1e-6  # how far above 1 a free-form forecast's total may round
 
 
+def softmax(logits: Sequence[float]) -> list[float]:
+    """The distribution ``e^x_i / sum_j e^x_j`` of log odds (any common offset), computed without overflow."""
+    top = max(logits)
+    weights = [math.exp(x - top) for x in logits]
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
 def brier_loss(probabilities: Sequence[float], outcome: int) -> float:
     """Multiclass Brier loss ``sum_k (p_k - [k == outcome])^2``, in [0, 2]; lower is better.
 

@@ -37,7 +37,7 @@ from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
 from forecast_dojo.schema import SchemaError, as_number, check_distribution
-from forecast_dojo.scoring import read_free_form
+from forecast_dojo.scoring import read_free_form, softmax
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
 
@@ -149,10 +149,7 @@ def read_log_odds(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...
                 f"log_odds must be finite numbers between -{MAX_LOG_ODDS:g} and {MAX_LOG_ODDS:g}, got {preview(v)}",
             )
         numbers.append(number)
-    top = max(numbers)
-    weights = [math.exp(x - top) for x in numbers]
-    total = sum(weights)
-    return tuple(w / total for w in weights), None
+    return tuple(softmax(numbers)), None
 
 
 def read_forecast(

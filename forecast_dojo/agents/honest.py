@@ -34,6 +34,7 @@ from typing import Any
 from forecast_dojo.agents.base import tool_call
 from forecast_dojo.agents.scripted import _SENTENCE, EvidenceAgent, _key_terms, _topic_words, favoured_outcome
 from forecast_dojo.notebook import notebook_value
+from forecast_dojo.scoring import softmax
 from forecast_dojo.spaces import Observation
 
 # Generic sourcing expressions a news reader notices (a fixed vocabulary; their weights are learned).
@@ -312,9 +313,7 @@ class HonestEvidenceAgent(EvidenceAgent):
                 continue
             weighed[(favoured, signature)] += 1
             logits[favoured] += llr
-        top = max(logits)
-        weights = [math.exp(v - top) for v in logits]
-        exact = [w / sum(weights) for w in weights]
+        exact = softmax(logits)
         tally = tally_points(k, ledger, model) if self.compact else []
         if self.compact:  # the tally's softmax: what the env records of submit_forecast(log_odds=tally)
             probabilities = round_distribution(tally_forecast(tally))
@@ -428,9 +427,7 @@ def tally_forecast(tally: Sequence[float]) -> list[float]:
     named it and copied a probability table wrong (22 binary "leads by 1 -> 0.95"): the arithmetic a
     small student gets wrong is the env's job, the evidence and its weights stay the student's.
     """
-    top = max(tally)
-    weights = [math.exp(t - top) for t in tally]
-    return [w / sum(weights) for w in weights]
+    return softmax(tally)
 
 
 def explain_compact(

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from forecast_dojo.agents.base import ConversationAgent, tool_call
 from forecast_dojo.notebook import notebook_value
+from forecast_dojo.scoring import softmax
 from forecast_dojo.spaces import Observation
 from forecast_dojo.tools import SUBMIT_FORECAST, parse_search_results
 
@@ -216,9 +217,7 @@ class EvidenceAgent(ConversationAgent):
         logits = [0.0] * len(outcomes)
         for favoured, llr, _, _ in ledger.values():
             logits[favoured] += llr / self.temperature
-        top = max(logits)
-        weights = [math.exp(v - top) for v in logits]
-        probabilities = [w / sum(weights) for w in weights]
+        probabilities = softmax(logits)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
         if self.memory == "notebook":
             strongest = sorted(ledger.items(), key=lambda item: (-item[1][1], item[1][3], item[0]))[:40]
