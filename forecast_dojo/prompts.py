@@ -98,7 +98,7 @@ COMPACT_MEMORY_RULES = {
     "none": "",
     "notebook": f"\nThe next date sees only submit_forecast's notebook: {schema_shape(compact=True)}",
 }
-SUBMIT_PURPOSE = "your forecast; ends the step"
+SUBMIT_PURPOSE = "ends the step"
 
 
 def tool_line(schema: dict[str, Any]) -> str:

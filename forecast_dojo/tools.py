@@ -51,9 +51,11 @@ MAX_OFFSET = 10**9
 MAX_CODE_CHARS = 20_000
 MAX_RATIONALE_CHARS = 4_000
 MAX_CITATIONS = 50
-NO_FORECAST_ERROR = "submit_forecast needs probabilities (or log_odds)"
-# |log odds| above this is refused (e^100: no forecast needs more, and exp() stays finite)
+NO_FORECAST_ERROR = "submit_forecast needs probabilities (or log_odds, or evidence)"
+# |log odds| (and |log likelihood ratio| of one piece of evidence) above this is refused (e^100: no
+# forecast needs more, and exp() stays finite)
 MAX_LOG_ODDS = 100.0
+MAX_EVIDENCE = 100  # pieces of evidence in one submit_forecast(evidence=...)
 INTERNAL_ERROR_PREFIX = "internal error in tool"
 SUBMIT_FORECAST = "submit_forecast"  # the tool that ends a step: the one spelling of its name
 TOOL_NAMES = ("search", "read", "python", SUBMIT_FORECAST)
@@ -118,6 +120,35 @@ def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float
         return None, str(err)
 
 
+def _bounded_number(value: Any, name: str) -> tuple[float | None, str | None]:
+    """``value`` as a finite float with ``|value| <= MAX_LOG_ODDS``, else ``(None, error)``."""
+    number = as_number(value)
+    if not math.isfinite(number) or abs(number) > MAX_LOG_ODDS:
+        return (
+            None,
+            f"{name} must be finite numbers between -{MAX_LOG_ODDS:g} and {MAX_LOG_ODDS:g}, got {preview(value)}",
+        )
+    return number, None
+
+
+def _log_odds_values(value: Any, outcomes: Sequence[str]) -> tuple[list[float] | None, str | None]:
+    """The numbers of a ``log_odds`` argument in outcome order, checked (see :func:`read_log_odds`)."""
+    if not outcomes:
+        return None, "log_odds needs listed outcomes; propose outcomes with probabilities instead"
+    values, error = values_in_outcome_order(value, outcomes, "log_odds")
+    if values is None:
+        return None, error
+    if len(values) != len(outcomes):
+        return None, f"log_odds: expected {len(outcomes)} numbers, got {len(values)}"
+    numbers = []
+    for v in values:
+        number, error = _bounded_number(v, "log_odds")
+        if number is None:
+            return None, error
+        numbers.append(number)
+    return numbers, None
+
+
 def read_log_odds(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
     """A submitted ``log_odds`` argument as the env reads it: ``{label: x}`` or a list in outcome order.
 
@@ -133,32 +164,53 @@ def read_log_odds(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...
     Returns:
         ``(forecast, None)`` when valid, else ``(None, error)``.
     """
+    numbers, error = _log_odds_values(value, outcomes)
+    return (None, error) if numbers is None else (tuple(softmax(numbers)), None)
+
+
+def read_evidence(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
+    """A submitted ``evidence`` argument summed per outcome: ``[[label, log likelihood ratio], ...]``.
+
+    Each piece of evidence names the outcome a report favours and how strongly, as a natural log
+    likelihood ratio (the log of how much likelier the report is if that outcome comes than if not);
+    the env adds it to that outcome's log odds. Summing is the env's job, so an agent that weighs
+    reports one at a time never adds numbers itself. An empty list is no evidence (all sums 0).
+
+    Args:
+        value: The argument as decoded from JSON (anything a model can write).
+        outcomes: The event's outcome labels, in order (a free-form question has none: refused).
+
+    Returns:
+        ``(sums, None)`` with one sum per outcome when valid, else ``(None, error)``.
+    """
     if not outcomes:
-        return None, "log_odds needs listed outcomes; propose outcomes with probabilities instead"
-    values, error = values_in_outcome_order(value, outcomes, "log_odds")
-    if values is None:
-        return None, error
-    if len(values) != len(outcomes):
-        return None, f"log_odds: expected {len(outcomes)} numbers, got {len(values)}"
-    numbers = []
-    for v in values:
-        number = as_number(v)
-        if not math.isfinite(number) or abs(number) > MAX_LOG_ODDS:
-            return (
-                None,
-                f"log_odds must be finite numbers between -{MAX_LOG_ODDS:g} and {MAX_LOG_ODDS:g}, got {preview(v)}",
-            )
-        numbers.append(number)
-    return tuple(softmax(numbers)), None
+        return None, "evidence needs listed outcomes; propose outcomes with probabilities instead"
+    if not isinstance(value, list):
+        return None, 'evidence must be a list of [label, log likelihood ratio] pairs, e.g. [["Yes", 1]]'
+    if len(value) > MAX_EVIDENCE:
+        return None, f"evidence has {len(value)} pieces; the cap is {MAX_EVIDENCE}"
+    sums = [0.0] * len(outcomes)
+    for piece in value:
+        if not (isinstance(piece, list) and len(piece) == 2 and isinstance(piece[0], str)):
+            return None, f"each piece of evidence must be a [label, number] pair, got {preview(piece)}"
+        label, strength = piece
+        if label not in outcomes:
+            return None, f"evidence names {preview(label)}, not one of {list(outcomes)}"
+        number, error = _bounded_number(strength, "evidence strengths")
+        if number is None:
+            return None, error
+        sums[outcomes.index(label)] += number
+    return tuple(sums), None
 
 
 def read_forecast(
     arguments: dict[str, Any], outcomes: Sequence[str]
 ) -> tuple[tuple[float, ...] | None, str | None]:
-    """The forecast of ``submit_forecast`` arguments with listed outcomes: ``probabilities`` or ``log_odds``.
+    """The forecast of ``submit_forecast`` arguments with listed outcomes.
 
-    The one reader of a submitted forecast: ``submit_forecast`` and the TRL reward functions
-    (:mod:`forecast_dojo.training.rewards`) both use it. Exactly one of the two must be given.
+    Either ``probabilities``, or log odds: ``log_odds`` (0 for every outcome when not given) plus the
+    sums of ``evidence``, normalized by a softmax. The one reader of a submitted forecast:
+    ``submit_forecast`` and the TRL reward functions (:mod:`forecast_dojo.training.rewards`) both use it.
 
     Args:
         arguments: The call's decoded arguments.
@@ -167,12 +219,25 @@ def read_forecast(
     Returns:
         ``(forecast, None)`` when valid, else ``(None, error)``.
     """
-    given = [name for name in ("probabilities", "log_odds") if arguments.get(name) is not None]
-    if len(given) != 1:
-        return None, NO_FORECAST_ERROR if not given else "give probabilities or log_odds, not both"
-    if given == ["log_odds"]:
-        return read_log_odds(arguments["log_odds"], outcomes)
-    return read_probabilities(arguments["probabilities"], outcomes)
+    given = [name for name in ("probabilities", "log_odds", "evidence") if arguments.get(name) is not None]
+    if not given:
+        return None, NO_FORECAST_ERROR
+    if "probabilities" in given:
+        if len(given) > 1:
+            return None, "give probabilities, or log_odds and evidence, not both"
+        return read_probabilities(arguments["probabilities"], outcomes)
+    logits = [0.0] * len(outcomes)
+    if "log_odds" in given:
+        numbers, error = _log_odds_values(arguments["log_odds"], outcomes)
+        if numbers is None:
+            return None, error
+        logits = numbers
+    if "evidence" in given:
+        sums, error = read_evidence(arguments["evidence"], outcomes)
+        if sums is None:
+            return None, error
+        logits = [x + y for x, y in zip(logits, sums, strict=True)]
+    return tuple(softmax(logits)), None
 
 
 def citations_error(value: Any) -> str | None:
@@ -407,6 +472,7 @@ class ForecastTools:
         self,
         probabilities: dict[str, float] | list[float] | None = None,
         log_odds: dict[str, float] | list[float] | None = None,
+        evidence: list[list[str | float]] | None = None,
         notebook: dict | None = None,
         rationale: str | None = None,
         citations: list[str] | None = None,
@@ -417,6 +483,7 @@ class ForecastTools:
         Args:
             probabilities: Probability per outcome: {label: p} or a list in the listed order; sums to 1.
             log_odds: Or log odds per outcome, same forms; the forecast is their softmax.
+            evidence: Or (added to log_odds, 0 each if not given) [label, log likelihood ratio] pairs, one per report weighed; the env sums them.
             notebook: Memory mode only: your belief notebook to carry to the next step (its description is rendered from forecast_dojo.notebook.SCHEMA).
             rationale: A short explanation of the forecast (logged, not scored).
             citations: Optional: the ids of the documents the forecast rests on (logged, not scored).
@@ -431,11 +498,12 @@ class ForecastTools:
             except UntrustedInputError as err:
                 return ToolResult("", error=f"graph rejected, forecast not submitted: {err}")
         labels = None
-        if probabilities is None and log_odds is None:
+        in_log_odds = log_odds is not None or evidence is not None
+        if probabilities is None and not in_log_odds:
             return ToolResult("", error=f"{NO_FORECAST_ERROR}; forecast not submitted")
-        if self.outcomes or log_odds is not None:
+        if self.outcomes or in_log_odds:
             forecast, forecast_error = read_forecast(
-                {"probabilities": probabilities, "log_odds": log_odds}, self.outcomes
+                {"probabilities": probabilities, "log_odds": log_odds, "evidence": evidence}, self.outcomes
             )
         else:  # a free-form question: the agent proposes the outcomes
             proposal, forecast_error = read_free_form(probabilities)
@@ -460,7 +528,7 @@ class ForecastTools:
         fallback = "the uniform distribution" if self.outcomes else "no forecast (score 0)"
         if forecast_error is not None:
             message = f"invalid forecast ({forecast_error}); {fallback} was recorded instead"
-        elif log_odds is not None and forecast is not None:  # say what the log odds came to
+        elif in_log_odds and forecast is not None:  # say what the log odds came to
             recorded = ", ".join(f"{label} {p:.2f}" for label, p in zip(self.outcomes, forecast, strict=True))
             message = f"forecast recorded: {recorded}"
         else:

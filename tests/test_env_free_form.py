@@ -161,3 +161,13 @@ def test_log_odds_on_a_free_form_question_are_refused_as_an_invalid_forecast(tin
     obs, reward, *_, info = env.step(action)
     assert reward == 0.0 and not info["valid"] and "invalid_forecast" in info["flags"]
     assert "needs listed outcomes" in info["record"].forecast_error
+
+
+def test_evidence_on_a_free_form_question_is_refused_as_an_invalid_forecast(tiny_corpus):
+    env = make_env(tiny_corpus)
+    env.reset("mayor-ff")
+    action = {"role": "assistant", "content": "",
+              "tool_calls": [{"type": "function", "function": {"name": "submit_forecast", "arguments": {"evidence": [["Ada", 1]]}}}]}  # fmt: skip
+    obs, reward, *_, info = env.step(action)
+    assert reward == 0.0 and not info["valid"] and "invalid_forecast" in info["flags"]
+    assert "needs listed outcomes" in info["record"].forecast_error

@@ -341,6 +341,7 @@ ARGUMENT_NAMES = (
     "code",
     "probabilities",
     "log_odds",
+    "evidence",
     "notebook",
     "rationale",
     "citations",
@@ -444,6 +445,12 @@ ARGUMENT_VALUES = {
         | st.dictionaries(st.sampled_from(LABELS) | texts, numbers | st.floats(0, 1), max_size=4),
         "log_odds": st.lists(numbers | st.floats(-150, 150), max_size=4)
         | st.dictionaries(st.sampled_from(LABELS) | texts, numbers | st.floats(-150, 150), max_size=4),
+        "evidence": st.lists(
+            st.tuples(st.sampled_from(LABELS) | texts, numbers | st.floats(-150, 150)).map(list)
+            | json_values,
+            max_size=5,
+        )
+        | st.just([["Yes", 100]] * 101),
         "notebook": notebooks,
         "rationale": texts | st.just("r" * 5000),
         "citations": st.lists(st.sampled_from(["harbor-03", "leak-harbor"]) | texts, max_size=3)

@@ -211,11 +211,11 @@ def test_log_odds_and_probabilities_together_are_an_invalid_forecast_and_neither
     k = len(env._event.outcomes)
     obs, _, _, _, info = env.step(submit_with({}))  # neither: refused, the step goes on
     assert not info["step_ended"]
-    assert "needs probabilities (or log_odds); forecast not submitted" in tool_texts(obs)[-1]
+    assert "needs probabilities (or log_odds, or evidence); forecast not submitted" in tool_texts(obs)[-1]
     obs, _, _, _, info = env.step(submit_with({"probabilities": [1 / k] * k, "log_odds": [0] * k}))
     record = info["record"]
     assert info["step_ended"] and not record.valid
-    assert "give probabilities or log_odds, not both" in record.forecast_error
+    assert "give probabilities, or log_odds and evidence, not both" in record.forecast_error
     assert record.forecast == pytest.approx([1 / k] * k)  # the uniform fallback
 
 
@@ -224,3 +224,71 @@ def test_log_odds_need_listed_outcomes():
 
     forecast, error = read_log_odds([0, 0], [])
     assert forecast is None and "needs listed outcomes" in error
+
+
+def test_evidence_is_summed_per_outcome_onto_the_log_odds():
+    from forecast_dojo.scoring import softmax
+    from forecast_dojo.tools import read_evidence, read_forecast
+
+    outcomes = ["A", "B", "C"]
+    evidence = [["B", 1], ["A", 2], ["B", 0.5], ["A", -1]]
+    assert read_evidence(evidence, outcomes) == ((1.0, 1.5, 0.0), None)
+    assert read_evidence([], outcomes) == ((0.0, 0.0, 0.0), None)  # no evidence: uniform
+    assert read_forecast({"evidence": evidence}, outcomes)[0] == pytest.approx(softmax([1, 1.5, 0]))
+    assert read_forecast({"evidence": []}, outcomes)[0] == pytest.approx([1 / 3] * 3)
+    # log_odds are the starting point (a prior) the evidence is added to
+    both = read_forecast({"log_odds": {"A": 0, "B": 0, "C": 2}, "evidence": evidence}, outcomes)
+    assert both[0] == pytest.approx(softmax([1, 1.5, 2]))
+    assert read_forecast({"evidence": [["A", 100]] * 100}, outcomes)[0] == pytest.approx(
+        [1, 0, 0]
+    )  # no overflow
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ({"A": 1}, "a list of [label, log likelihood ratio] pairs"),
+        ("A 1", "a list of [label, log likelihood ratio] pairs"),
+        ([["A", 1, 2]], "a [label, number] pair"),
+        ([[1, "A"]], "a [label, number] pair"),
+        ([{"A": 1}], "a [label, number] pair"),
+        (["A"], "a [label, number] pair"),
+        ([["D", 1]], "names 'D', not one of ['A', 'B', 'C']"),
+        ([["A", "1"]], "finite numbers"),
+        ([["A", True]], "finite numbers"),
+        ([["A", float("nan")]], "finite numbers"),
+        ([["A", 101]], "between -100 and 100"),
+        ([["A", 10**400]], "finite numbers"),
+        ([["A", 1]] * 101, "the cap is 100"),
+    ],
+)
+def test_bad_evidence_gets_a_clear_error(value, error):
+    from forecast_dojo.tools import read_evidence, read_forecast
+
+    forecast, message = read_evidence(value, ["A", "B", "C"])
+    assert forecast is None and error in message
+    assert read_forecast({"evidence": value, "log_odds": [0, 0, 0]}, ["A", "B", "C"]) == (None, message)
+
+
+def test_submitting_evidence_records_its_softmax_and_probabilities_beside_it_are_invalid(make_tiny_env):
+    from forecast_dojo.scoring import softmax
+
+    env = make_tiny_env()
+    env.reset("harbor")
+    outcomes = list(env._event.outcomes)
+    k = len(outcomes)
+    obs, _, _, _, info = env.step(submit_with({"evidence": [[outcomes[0], 1], [outcomes[0], 0.5]]}))
+    record = info["record"]
+    assert info["step_ended"] and record.valid
+    assert record.forecast == pytest.approx(softmax([1.5] + [0] * (k - 1)))
+    recorded = ", ".join(f"{label} {p:.2f}" for label, p in zip(outcomes, record.forecast, strict=True))
+    assert record.messages[-1]["content"] == f"forecast recorded: {recorded}"
+    env.reset("harbor")
+    obs, _, _, _, info = env.step(submit_with({"probabilities": [1 / k] * k, "evidence": []}))
+    assert info["step_ended"] and not info["record"].valid
+    assert "not both" in info["record"].forecast_error
+    env.reset("harbor")
+    obs, _, _, _, info = env.step(submit_with({"evidence": [["no such outcome", 1]]}))
+    assert info["step_ended"] and not info["record"].valid  # an invalid forecast: uniform recorded
+    assert info["record"].forecast == pytest.approx([1 / k] * k)
+    assert info["record"].messages[-1]["content"].startswith("invalid forecast (evidence names")

@@ -315,7 +315,7 @@ class HonestEvidenceAgent(EvidenceAgent):
             logits[favoured] += llr
         exact = softmax(logits)
         tally = tally_points(k, ledger, model) if self.compact else []
-        if self.compact:  # the tally's softmax: what the env records of submit_forecast(log_odds=tally)
+        if self.compact:  # the tally's softmax: what the env records of submit_forecast(evidence=...)
             probabilities = round_distribution(tally_forecast(tally))
         else:
             probabilities = round_distribution(exact)
@@ -338,11 +338,13 @@ class HonestEvidenceAgent(EvidenceAgent):
                     for doc_id, (fav, sig, day) in sorted(kept)
                 ]
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
-        if self.compact:  # the Tally line's sums as log odds, a list in the listed order: the env normalizes
-            log_odds = [int(t) if float(t).is_integer() else t for t in tally]
+        if self.compact:  # the verdicts that carry weight, copied as evidence: the env sums them
             rest = {key: value for key, value in arguments.items() if key != "probabilities"}
-            action = tool_call("submit_forecast", log_odds=log_odds, **rest)
-            action["content"] = explain_compact(outcomes, ledger, model, list(self.seen))
+            hits = list(self.seen)
+            action = tool_call(
+                "submit_forecast", evidence=compact_evidence(outcomes, ledger, model, hits), **rest
+            )
+            action["content"] = explain_compact(outcomes, ledger, model, hits)
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
@@ -401,31 +403,64 @@ def number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def tally_terms(
-    k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel, order: Sequence[str] = ()
-) -> list[list[float]]:
-    """The :func:`points` of the weighed reports that favour each outcome, in ``order`` (then the rest)."""
-    terms: list[list[float]] = [[] for _ in range(k)]
-    for doc_id in [*dict.fromkeys(d for d in order if d in ledger), *(d for d in ledger if d not in order)]:
-        favoured, signature, _ = ledger[doc_id]
-        if signature in model.llr:
-            terms[favoured].append(points(model.llr[signature]))
-    return terms
+def verdict_order(
+    ledger: dict[str, tuple[int, str, str]], model: CueModel, hits: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """The compact teacher's verdict order: the search hits as returned, then notebook reports that carry weight.
+
+    Args:
+        ledger: doc id -> (favoured outcome, cue signature, date) of every report read.
+        model: the cue model (which signatures carry weight).
+        hits: the document ids the searches returned, in their order (empty: the ledger's order).
+
+    Returns:
+        ``(hits, notes)``: one verdict line each, in this order.
+    """
+    order = list(dict.fromkeys(hits)) or sorted(ledger)
+    notes = [d for d in sorted(ledger) if d not in order and ledger[d][1] in model.llr]
+    return order, notes
+
+
+def compact_evidence(
+    outcomes: Sequence[str],
+    ledger: dict[str, tuple[int, str, str]],
+    model: CueModel,
+    hits: Sequence[str] = (),
+) -> list[list[str | float]]:
+    """The ``evidence`` the compact teacher submits: ``[label, points]`` per weighed verdict, in verdict order.
+
+    Each pair copies one verdict line of :func:`explain_compact` (its outcome and :func:`points`), so
+    the call is a transcription of the turn's text and the env does the sum.
+    """
+    order, notes = verdict_order(ledger, model, hits)
+    evidence: list[list[str | float]] = []
+    for doc_id in [*order, *notes]:
+        if doc_id in ledger and ledger[doc_id][1] in model.llr:
+            favoured, signature, _ = ledger[doc_id]
+            value = points(model.llr[signature])
+            evidence.append([outcomes[favoured], int(value) if float(value).is_integer() else value])
+    return evidence
 
 
 def tally_points(k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel) -> list[float]:
     """Points per outcome: the sum of :func:`points` of the weighed reports that favour it (log odds, nats)."""
-    return [sum(t) for t in tally_terms(k, ledger, model)]
+    sums = [0.0] * k
+    for favoured, signature, _ in ledger.values():
+        if signature in model.llr:
+            sums[favoured] += points(model.llr[signature])
+    return sums
 
 
 def tally_forecast(tally: Sequence[float]) -> list[float]:
-    """The forecast of a points tally: its softmax, which is what ``submit_forecast(log_odds=tally)`` records.
+    """The forecast of a points tally: its softmax, which is what ``submit_forecast(evidence=...)`` records.
 
     Points are log likelihood ratios in nats summed from a uniform prior, so the softmax is the
-    posterior; the compact teacher submits the tally itself as ``log_odds`` and lets the env normalize.
-    The fourth learning run's student named the right evidence and still wrote the prior; the fifth's
-    named it and copied a probability table wrong (22 binary "leads by 1 -> 0.95"): the arithmetic a
-    small student gets wrong is the env's job, the evidence and its weights stay the student's.
+    posterior; the compact teacher submits its verdicts as ``evidence`` and lets the env sum and
+    normalize. The history: the fourth learning run's student named the right evidence and still wrote
+    the prior; the fifth's copied a probability table wrong (22 binary "leads by 1 -> 0.95"); the
+    sixth's, given ``log_odds``, wrote a Tally consistent with its own verdicts in 48 of 93 steps
+    (dropped and misassigned terms). The arithmetic a small student gets wrong is the env's job; the
+    evidence and its weights stay the student's.
     """
     return softmax(tally)
 
@@ -436,16 +471,15 @@ def explain_compact(
     model: CueModel,
     hits: Sequence[str] = (),
 ) -> str:
-    """The compact teacher's final turn: one verdict per search hit, then the points tally.
+    """The compact teacher's final turn: one verdict per search hit (then notes), nothing to add up.
 
     Each hit gets its own line, in the order the search returned it, so that a small student decides
     one document at a time next to where it read it: the outcome the report favours with its cue and
     points (:func:`points`: log likelihood ratio in nats), "no weight" for a cue the training events
     never showed to be informative, or "no bearing" when the report is not about this question (another
     entity, deadline or meeting; no view). Reports the notebook carries from earlier dates and that carry
-    weight follow under "Notes". Then ``Tally:`` with each outcome's points summed in writing
-    (``B 0.5+1 = 1.5``), the numbers the turn's ``submit_forecast(log_odds=...)`` copies; ``Tally: none.``
-    when nothing carries weight (log odds all 0: uniform).
+    weight follow under "Notes". The turn's ``submit_forecast(evidence=...)`` copies the verdicts that
+    carry weight (:func:`compact_evidence`); the env sums them.
 
     Args:
         outcomes: the outcome labels.
@@ -454,7 +488,7 @@ def explain_compact(
         hits: the document ids the searches returned, in their order (empty: the ledger's own order).
 
     Returns:
-        A few short lines, the last ``Tally: ...``.
+        One short line per verdict (``No reports found.`` when the searches returned nothing).
     """
 
     def verdict(doc_id: str) -> str:
@@ -466,30 +500,11 @@ def explain_compact(
         value = points(model.llr[signature])
         return f"{doc_id}: {outcomes[favoured]} ('{signature}', {'+' if value >= 0 else '-'}{number(abs(value))})."
 
-    order = list(dict.fromkeys(hits)) or sorted(ledger)
+    order, notes = verdict_order(ledger, model, hits)
     lines = [verdict(doc_id) for doc_id in order]
-    notes = [d for d in sorted(ledger) if d not in order and ledger[d][1] in model.llr]
     if notes:
         lines.append("Notes: " + " ".join(verdict(doc_id) for doc_id in notes))
-    terms = tally_terms(len(outcomes), ledger, model, [*order, *notes])
-    if not any(terms):
-        lines.append("Tally: none.")
-    else:
-
-        def total(parts: list[float]) -> str:
-            if len(parts) <= 1:
-                return number(sum(parts))
-            written = number(parts[0]) + "".join(
-                f"{'+' if x >= 0 else '-'}{number(abs(x))}" for x in parts[1:]
-            )
-            return f"{written} = {number(sum(parts))}"
-
-        lines.append(
-            "Tally: "
-            + ", ".join(f"{label} {total(t)}" for label, t in zip(outcomes, terms, strict=True))
-            + "."
-        )
-    return "\n".join(lines)
+    return "\n".join(lines) or "No reports found."
 
 
 def fit_cue_model(

@@ -2,7 +2,7 @@
 
 A completion (TRL's conversational form: a list of messages, or plain text) is scored by the first
 ``submit_forecast`` call in it, read as the env reads it (``forecast_dojo.actions.parse_action``, then
-the tools' own forecast reader :func:`forecast_dojo.tools.read_forecast`: ``probabilities`` or ``log_odds``),
+the tools' own forecast reader :func:`forecast_dojo.tools.read_forecast`: ``probabilities``, or ``log_odds`` and ``evidence``),
 against the realized outcome (the dataset's ``outcome_index`` column, passed by TRL as a keyword).
 
 Invalid and missing forecasts score as the uniform forecast minus a penalty (missing > invalid by

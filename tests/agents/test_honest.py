@@ -128,22 +128,15 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
         text = action["content"]
         arguments = json.loads(action["tool_calls"][0]["function"]["arguments"])
         assert "rationale" not in arguments  # the turn's text says it once
-        last = text.splitlines()[-1]
-        assert len(text) < 400 and last.startswith("Tally: "), text
-        # the forecast is the Tally line's sums, submitted as log odds in the listed order
-        assert "probabilities" not in arguments
-        log_odds = arguments["log_odds"]
-        assert isinstance(log_odds, list) and len(log_odds) == len(record.outcomes)
-        if last == "Tally: none.":
-            tally = [0.0] * len(record.outcomes)
-        else:
-            tally = []
-            for part in last.removeprefix("Tally: ").rstrip(".").split(", "):
-                written = part.split(" = ")[-1].rsplit(" ", 1)[-1]
-                terms = part.rsplit(" = ", 1)[0].rsplit(" ", 1)[-1].split("+")
-                assert sum(map(float, terms)) == float(written), part  # the written sum is right
-                tally.append(float(written))
-        assert [float(x) for x in log_odds] == tally
+        assert len(text) < 400, text
+        # the forecast is the weighed verdicts, copied as evidence in their order; the env sums them
+        assert "probabilities" not in arguments and "log_odds" not in arguments
+        written = [  # (outcome, points) of each weighed verdict, hits then notes
+            (label, float(value))
+            for label, value in re.findall(r"syn[\w-]+: ([^\n]+?) \('[^']*', ([+-][\d.]+)\)", text)
+        ]
+        assert [(label, float(value)) for label, value in arguments["evidence"]] == written, text
+        tally = [sum(v for label, v in written if label == outcome) for outcome in record.outcomes]
         # the env records the tally's softmax, and says so
         assert record.valid and record.forecast == pytest.approx(tally_forecast(tally))
         assert abs(sum(record.forecast) - 1) < 1e-9
@@ -163,7 +156,7 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
                 label = rest.split(" ('")[0].removesuffix(", no weight.")
                 assert label in record.outcomes, line
         weighed = [line for line in verdicts if re.search(r"', [+-][\d.]+\)\.$", line)]
-        assert ("Tally: none." in text) == (not weighed and "Notes: " not in text)
+        assert (not arguments["evidence"]) == (not weighed and "Notes: " not in text)
         for line in weighed:  # a verdict's points are its cue's log likelihood ratio, nats to the half
             signature = line.split(" ('")[1].split("',")[0]
             assert float(line.rsplit(", ", 1)[1].rstrip(").")) == points(model.llr[signature])
@@ -244,8 +237,9 @@ def test_compact_points_are_half_nats_and_the_tally_forecast_is_their_softmax():
         assert tally_forecast([m + 0.5, 0, 0])[0] > tally_forecast([m, 0, 0])[0]
 
 
-def test_the_compact_turn_names_each_verdict_and_sums_the_tally_in_writing():
-    from forecast_dojo.agents.honest import CueModel, explain_compact
+def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_ones():
+    from forecast_dojo.agents.honest import CueModel, compact_evidence, explain_compact
+    from forecast_dojo.tools import read_forecast
 
     model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5), "report": math.log(3)})
     ledger = {
@@ -253,20 +247,28 @@ def test_the_compact_turn_names_each_verdict_and_sums_the_tally_in_writing():
         "d3": (1, "rumour", "2031-01-03"),
         "d4": (1, "gossip", "2031-01-01"),
         "d5": (1, "report", "2031-01-04"),
+        "d0": (2, "report", "2030-12-30"),  # carried by the notebook from an earlier date
     }
-    text = explain_compact(["A", "B", "C"], ledger, model, ["d1", "d2", "d3", "d4", "d5"])
+    hits = ["d1", "d2", "d3", "d4", "d5"]
+    text = explain_compact(["A", "B", "C"], ledger, model, hits)
     assert text.splitlines() == [
         "d1: no bearing.",
         "d2: A ('leak', +2).",
         "d3: B ('rumour', +0.5).",
         "d4: B, no weight.",
         "d5: B ('report', +1).",
-        "Tally: A 2, B 0.5+1 = 1.5, C 0.",
+        "Notes: d0: C ('report', +1).",
     ]
-    text = explain_compact(["A", "B", "C"], {"d4": (1, "gossip", "2031-01-01")}, model, ["d4"])
-    assert text.splitlines() == ["d4: B, no weight.", "Tally: none."]
+    evidence = compact_evidence(["A", "B", "C"], ledger, model, hits)
+    assert evidence == [["A", 2], ["B", 0.5], ["B", 1], ["C", 1]]
+    forecast, error = read_forecast({"evidence": evidence}, ["A", "B", "C"])
+    assert error is None and forecast == pytest.approx(tally_forecast([2, 1.5, 1]))
+    unweighed = {"d4": (1, "gossip", "2031-01-01")}
+    assert explain_compact(["A", "B", "C"], unweighed, model, ["d4"]).splitlines() == ["d4: B, no weight."]
+    assert compact_evidence(["A", "B", "C"], unweighed, model, ["d4"]) == []  # uniform
+    assert explain_compact(["A", "B"], {}, model, []) == "No reports found."
     model.llr["denial"] = math.log(1 / 3)  # a cue that points away from the outcome it names
-    text = explain_compact(
-        ["A", "B"], {"d2": (0, "leak", "x"), "d3": (0, "denial", "y")}, model, ["d2", "d3"]
-    )
-    assert text.splitlines() == ["d2: A ('leak', +2).", "d3: A ('denial', -1).", "Tally: A 2-1 = 1, B 0."]
+    ledger = {"d2": (0, "leak", "x"), "d3": (0, "denial", "y")}
+    text = explain_compact(["A", "B"], ledger, model, ["d2", "d3"])
+    assert text.splitlines() == ["d2: A ('leak', +2).", "d3: A ('denial', -1)."]
+    assert compact_evidence(["A", "B"], ledger, model, ["d2", "d3"]) == [["A", 2], ["A", -1]]

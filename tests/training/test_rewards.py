@@ -117,7 +117,14 @@ def test_log_odds_submissions_are_read_as_the_env_reads_them():
         [-((1 - p_yes) ** 2 + (1 - p_yes) ** 2)]
     )
     both = submit('[0.5, 0.5], "log_odds": [0, 0]')
-    assert find_submission(both, OUTCOMES).error == "give probabilities or log_odds, not both"
+    assert find_submission(both, OUTCOMES).error == "give probabilities, or log_odds and evidence, not both"
+    evidence = [
+        {
+            "role": "assistant",
+            "content": '<tool_call>{"name": "submit_forecast", "arguments": {"evidence": [["Yes", 0.5], ["Yes", 0.5]]}}</tool_call>',
+        }
+    ]
+    assert find_submission(evidence, OUTCOMES).forecast == pytest.approx((p_yes, 1 - p_yes))
     neither = [
         {
             "role": "assistant",
