@@ -242,10 +242,10 @@ class HonestEvidenceAgent(EvidenceAgent):
         compact: play the compact prompt profile as a teacher for small models: fewer hits
             (:data:`COMPACT_TOP_K` per search, at most :data:`COMPACT_MAX_SEARCHES` searches, unless
             given), a final turn with one verdict per search hit (the outcome it favours, its cue and
-            points, or no bearing), the points tally and the forecast it maps to in a few short lines
-            (:func:`tally_forecast`: a table a small model can learn, in place of exact odds from the
-            training prior), and a notebook of at most :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as
-            a reader would.
+            points, or no bearing), a call that copies the weighed verdicts as
+            ``submit_forecast(evidence=...)`` for the env to sum (:func:`compact_evidence`; the forecast
+            is :func:`tally_forecast`, in place of exact odds from the training prior), and a notebook
+            of at most :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as a reader would.
     """
 
     def __init__(
