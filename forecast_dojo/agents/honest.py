@@ -36,6 +36,7 @@ from forecast_dojo.agents.scripted import _SENTENCE, EvidenceAgent, _key_terms, 
 from forecast_dojo.notebook import notebook_value
 from forecast_dojo.scoring import softmax
 from forecast_dojo.spaces import Observation
+from forecast_dojo.tools import read_evidence
 
 # Generic sourcing expressions a news reader notices (a fixed vocabulary; their weights are learned).
 SOURCING_CUES: dict[str, re.Pattern[str]] = {
@@ -314,9 +315,11 @@ class HonestEvidenceAgent(EvidenceAgent):
             weighed[(favoured, signature)] += 1
             logits[favoured] += llr
         exact = softmax(logits)
-        tally = tally_points(k, ledger, model) if self.compact else []
-        if self.compact:  # the tally's softmax: what the env records of submit_forecast(evidence=...)
-            probabilities = round_distribution(tally_forecast(tally))
+        hits = list(self.seen)
+        evidence = compact_evidence(outcomes, ledger, model, hits) if self.compact else []
+        if self.compact:  # what the env records of submit_forecast(evidence=...), read by the env's reader
+            sums, _ = read_evidence(evidence, outcomes)
+            probabilities = round_distribution(tally_forecast(sums or [0.0] * k))
         else:
             probabilities = round_distribution(exact)
         arguments: dict[str, Any] = {"probabilities": dict(zip(outcomes, probabilities, strict=True))}
@@ -340,10 +343,7 @@ class HonestEvidenceAgent(EvidenceAgent):
             arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
         if self.compact:  # the verdicts that carry weight, copied as evidence: the env sums them
             rest = {key: value for key, value in arguments.items() if key != "probabilities"}
-            hits = list(self.seen)
-            action = tool_call(
-                "submit_forecast", evidence=compact_evidence(outcomes, ledger, model, hits), **rest
-            )
+            action = tool_call("submit_forecast", evidence=evidence, **rest)
             action["content"] = explain_compact(outcomes, ledger, model, hits)
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
@@ -440,15 +440,6 @@ def compact_evidence(
             value = points(model.llr[signature])
             evidence.append([outcomes[favoured], int(value) if float(value).is_integer() else value])
     return evidence
-
-
-def tally_points(k: int, ledger: dict[str, tuple[int, str, str]], model: CueModel) -> list[float]:
-    """Points per outcome: the sum of :func:`points` of the weighed reports that favour it (log odds, nats)."""
-    sums = [0.0] * k
-    for favoured, signature, _ in ledger.values():
-        if signature in model.llr:
-            sums[favoured] += points(model.llr[signature])
-    return sums
 
 
 def tally_forecast(tally: Sequence[float]) -> list[float]:
