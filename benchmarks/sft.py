@@ -4,8 +4,10 @@ Baseline (same run, same tokens): bare TRL, i.e. ``SFTTrainer`` on the already t
 (``input_ids`` + ``assistant_masks``) with the same ``SFTConfig``, so it skips our export and TRL's own
 chat-template tokenization. Each configuration runs in a fresh subprocess so its peak RSS is its own.
 Modes: ``ours`` (the ``SFTArguments`` defaults), ``bare-trl``, ``ours-fp32`` (bf16 off),
-``ours-bf16`` (bf16 on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps) and
-``ours-lora`` (rank 16).
+``ours-bf16`` (bf16 on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps),
+``ours-lora`` (rank 16) and ``ours-model-loss`` (the model's own cross-entropy under bf16 autocast in
+place of TRL's fused chunked LM head, whose vocabulary products run in float32 on a CPU: how much of a
+step that head costs; TRL's loss metrics are not logged in this mode).
 
     python benchmarks/sft.py                 # SmolLM2-135M, 3 optimizer steps per configuration
     python benchmarks/sft.py --steps 5 --events 8 --max-length 1024 --export-max-tokens 2048
@@ -68,6 +70,22 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
             step_times.append(time.perf_counter() - self.t0)
 
     from trl import SFTTrainer
+
+    if mode == "ours-model-loss":
+        import trl.trainer.sft_trainer as trl_sft
+        from transformers import Trainer
+
+        trl_sft.add_fused_lm_head = lambda *args, **kwargs: None  # keep the model's own LM head
+
+        def model_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            keep = {
+                k: v
+                for k, v in inputs.items()
+                if k in ("input_ids", "attention_mask", "position_ids", "labels")
+            }
+            return Trainer.compute_loss(self, model, keep, return_outputs, num_items_in_batch)
+
+        SFTTrainer.compute_loss = model_loss
 
     from forecast_dojo.agents.llm import load_model, load_tokenizer
     from forecast_dojo.training.export import load_sft_dataset
@@ -163,7 +181,7 @@ def main() -> int:
         "--modes",
         nargs="+",
         default=["ours", "bare-trl", "ours-fp32", "ours-b2"],
-        help="ours, bare-trl, ours-fp32, ours-bf16, ours-b2 (batch 2 x 2), ours-lora (rank 16)",
+        help="ours, bare-trl, ours-fp32, ours-bf16, ours-b2 (batch 2 x 2), ours-lora (rank 16), ours-model-loss",
     )
     parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
