@@ -206,3 +206,53 @@ def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, toke
     small = estimate_sft_cost(SFTArguments(max_steps=5, bf16=True), dataset, tokenizer, 3_000_000)
     assert fp32.seconds is not None and small.seconds is not None
     assert fp32.seconds > by_steps.seconds > small.seconds
+
+
+def test_model_head_loss_equals_trls_fused_head_on_the_same_batch(
+    teacher_log, tiny_model_dir, tokenizer, tmp_path
+):
+    """``loss_head="model"`` (the default) trains on the loss TRL's fused chunked head computes."""
+    import torch
+
+    from forecast_dojo.agents.llm import load_model
+    from forecast_dojo.training.export import ExportConfig, export_sft
+    from forecast_dojo.training.sft import SFTArguments, load_training_data, sft_config, sft_trainer_class
+
+    export_sft(teacher_log(), tmp_path / "data", ExportConfig(max_tokens=2048, assume_all_training=True))
+    losses = {}
+    for head in ("model", "trl"):
+        args = SFTArguments(
+            model=str(tiny_model_dir),
+            data=[str(tmp_path / "data")],
+            output_dir=str(tmp_path / head),
+            max_steps=1,
+            per_device_train_batch_size=2,
+            max_length=2048,
+            bf16=False,
+            use_cpu=True,
+            loss_head=head,
+        )
+        trainer = sft_trainer_class(head)(
+            model=load_model(str(tiny_model_dir)),
+            args=sft_config(args),
+            train_dataset=load_training_data(args.data, args.max_length, tokenizer),
+            processing_class=tokenizer,
+        )
+        batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        assert int((batch["labels"] != -100).sum()) > 0
+        trainer.model.train()  # no dropout in the tiny Llama; train mode logs the train metrics
+        with torch.no_grad():
+            losses[head] = float(trainer.compute_loss(trainer.model, dict(batch)))
+        if head == "model":
+            metrics = trainer._metrics["train"]
+            assert len(metrics["mean_token_accuracy"]) == 1 and 0 <= metrics["mean_token_accuracy"][0] <= 1
+            assert metrics["num_tokens"] == [int(batch["attention_mask"].sum())]
+    assert losses["model"] == pytest.approx(losses["trl"], rel=1e-5)
+
+
+def test_unknown_loss_head_is_refused():
+    from forecast_dojo.errors import ConfigError
+    from forecast_dojo.training.sft import SFTArguments
+
+    with pytest.raises(ConfigError, match="loss_head"):
+        SFTArguments(loss_head="fused")
