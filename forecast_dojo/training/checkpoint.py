@@ -12,9 +12,30 @@ import time
 from pathlib import Path
 from typing import Any
 
+RESUME_LAST = "last"
+
+
+def resume_point(trainer_args: Any) -> str | None:
+    """The Trainer checkpoint to resume from (None: start afresh).
+
+    ``resume_from_checkpoint`` as given, or for ``"last"`` the newest ``checkpoint-N`` in
+    ``output_dir`` (None when there is none yet).
+    """
+    resume = getattr(trainer_args, "resume_from_checkpoint", None)
+    if resume != RESUME_LAST:
+        return resume
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = Path(trainer_args.output_dir)
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
 
 def train_and_save(trainer: Any, tokenizer: Any, args: Any, summary_name: str, **counts: Any) -> Path:
     """Run ``trainer.train()``, save the checkpoint in ``args.output_dir`` and its summary beside it.
+
+    With ``resume_from_checkpoint="last"`` in the trainer's arguments (e.g. ``extra=`` of the
+    arguments dataclass) a run continues from the newest Trainer checkpoint of its ``output_dir``
+    (written with ``save_strategy="steps"``): a killed run loses only the steps since that save.
 
     Args:
         trainer: A TRL trainer (``SFTTrainer``, ``GRPOTrainer``), ready to train.
@@ -29,8 +50,11 @@ def train_and_save(trainer: Any, tokenizer: Any, args: Any, summary_name: str, *
     """
     from forecast_dojo.agents.llm import save_checkpoint
 
+    resumed_from = resume_point(trainer.args)
+    if resumed_from is not None:
+        print(f"resuming from {resumed_from}", flush=True)
     started = time.perf_counter()
-    result = trainer.train()
+    result = trainer.train(resume_from_checkpoint=resumed_from)
     wall = time.perf_counter() - started
     out = save_checkpoint(trainer.model, tokenizer, args.output_dir)
     summary = {
@@ -38,7 +62,8 @@ def train_and_save(trainer: Any, tokenizer: Any, args: Any, summary_name: str, *
         **counts,
         "global_step": result.global_step,
         "training_loss": result.training_loss,
-        "wall_seconds": round(wall, 1),
+        "wall_seconds": round(wall, 1),  # this process's training only, when resumed
+        "resumed_from": resumed_from,
         "log_history": trainer.state.log_history,
     }
     (out / summary_name).write_text(json.dumps(summary, indent=2, default=str))

@@ -35,6 +35,7 @@ from typing import Any
 
 from forecast_dojo.errors import ExperimentError
 from forecast_dojo.training.arguments import JsonObject
+from forecast_dojo.training.checkpoint import RESUME_LAST
 
 STAGES = ("spec", "teacher", "export", "sft", "eval", "grpo", "eval-grpo", "results")
 MODES = ("none", "notebook")
@@ -299,6 +300,15 @@ def _train(
     return dict(json.loads(run_file.read_text()))
 
 
+SFT_SAVE_STEPS = 16
+SFT_CHECKPOINTS = {
+    "save_strategy": "steps",
+    "save_steps": SFT_SAVE_STEPS,
+    "save_total_limit": 1,
+    "resume_from_checkpoint": RESUME_LAST,
+}
+
+
 def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """Fine-tune the model on the export."""
     from forecast_dojo.training.sft import SFTArguments, train_sft
@@ -317,7 +327,16 @@ def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         seed=args.seed,
         logging_steps=1,
     )
-    summary = _train(sft, args.extra_sft, train_sft, layout.sft_model / "sft_run.json")
+    # A Trainer checkpoint every SFT_SAVE_STEPS steps, resumed by a rerun: a stopped SFT stage loses
+    # at most those steps. ``--extra_sft '{"extra": {...}}'`` adds to these settings or overrides them.
+    extra_sft = dict(args.extra_sft)
+    given = extra_sft.get("extra", {})
+    if not isinstance(given, dict):
+        raise ExperimentError(
+            f"--extra_sft's 'extra' must be a JSON object of SFTConfig fields, not {given!r}"
+        )
+    extra_sft["extra"] = {**SFT_CHECKPOINTS, **given}
+    summary = _train(sft, extra_sft, train_sft, layout.sft_model / "sft_run.json")
     return {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
 
 

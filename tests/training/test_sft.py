@@ -32,6 +32,24 @@ def subprocess_env() -> dict[str, str]:
     return env
 
 
+def tiny_sft_arguments(teacher_log, tiny_model_dir: Path, tmp_path: Path, **overrides):
+    """The teacher log exported to ``tmp_path/data`` and SFTArguments for the tiny Llama on it."""
+    from forecast_dojo.training.export import ExportConfig, export_sft
+    from forecast_dojo.training.sft import SFTArguments
+
+    export_sft(teacher_log(), tmp_path / "data", ExportConfig(max_tokens=2048, assume_all_training=True))
+    defaults = dict(
+        model=str(tiny_model_dir),
+        data=[str(tmp_path / "data")],
+        output_dir=str(tmp_path / "ckpt"),
+        gradient_accumulation_steps=1,
+        max_length=2048,
+        learning_rate=1e-3,
+        use_cpu=True,
+    )
+    return SFTArguments(**{**defaults, **overrides})
+
+
 @pytest.fixture
 def synthetic_teacher_log(make_synthetic_env, tmp_path):
     """EvidenceAgent on two training and one held-out synthetic event, logged where the snippet looks."""
@@ -88,20 +106,9 @@ def test_train_sft_saves_a_checkpoint_that_plays_and_trains_again(
     from forecast_dojo.agents.llm import TransformersAgent
     from forecast_dojo.evaluation.runner import run_episode
     from forecast_dojo.prompts import Budgets
-    from forecast_dojo.training.export import ExportConfig, export_sft
     from forecast_dojo.training.sft import SFTArguments, train_sft
 
-    export_sft(teacher_log(), tmp_path / "data", ExportConfig(max_tokens=2048, assume_all_training=True))
-    args = SFTArguments(
-        model=str(tiny_model_dir),
-        data=[str(tmp_path / "data")],
-        output_dir=str(tmp_path / "ckpt"),
-        max_steps=3,
-        gradient_accumulation_steps=1,
-        max_length=2048,
-        learning_rate=1e-3,
-        use_cpu=True,
-    )
+    args = tiny_sft_arguments(teacher_log, tiny_model_dir, tmp_path, max_steps=3)
     out = train_sft(args)
     run = json.loads((out / "sft_run.json").read_text())
     assert run["global_step"] == 3 and run["training_loss"] > 0
@@ -256,3 +263,29 @@ def test_unknown_loss_head_is_refused():
 
     with pytest.raises(ConfigError, match="loss_head"):
         SFTArguments(loss_head="fused")
+
+
+@pytest.mark.slow
+def test_a_stopped_sft_run_resumes_from_its_last_trainer_checkpoint(teacher_log, tiny_model_dir, tmp_path):
+    """``resume_from_checkpoint="last"``: the second call continues the first's checkpoint, not step 0."""
+    from forecast_dojo.training.sft import SFTArguments, train_sft
+
+    checkpoints = {
+        "save_strategy": "steps",
+        "save_steps": 1,
+        "save_total_limit": 1,
+        "resume_from_checkpoint": "last",
+    }
+    args = tiny_sft_arguments(teacher_log, tiny_model_dir, tmp_path, max_steps=1, extra=checkpoints)
+    first = json.loads((train_sft(args) / "sft_run.json").read_text())
+    assert first["resumed_from"] is None and first["global_step"] == 1
+    assert (tmp_path / "ckpt" / "trainer" / "checkpoint-1").is_dir()
+
+    again = json.loads(
+        (train_sft(SFTArguments(**{**vars(args), "max_steps": 2})) / "sft_run.json").read_text()
+    )
+    assert again["resumed_from"].endswith("checkpoint-1") and again["global_step"] == 2
+    step_loss = {entry["step"]: entry["loss"] for entry in again["log_history"] if "loss" in entry}
+    first_loss = {entry["step"]: entry["loss"] for entry in first["log_history"] if "loss" in entry}
+    assert step_loss[1] == first_loss[1]  # carried over from the checkpoint, not trained again
+    assert sorted(step_loss) == [1, 2]
