@@ -12,7 +12,9 @@ finished one costs nothing. Stages, in order:
 2. ``teacher``: the honest agent on the training events in both memory modes (``forecast-dojo run``).
 3. ``export``: the teacher's steps as an SFT dataset that fits ``max_tokens`` (best-of-k per step).
 4. ``sft``: TRL SFT of ``model`` on that dataset.
-5. ``eval``: the base model and the SFT model on the held-out events in both memory modes.
+5. ``eval``: the base model and the SFT model on the held-out events in both memory modes (``eval_modes``:
+   memory-on steps of an event run in order, so memory-on costs hours on a CPU; ``--eval_modes none``
+   sizes a run to fit, and the results stage reports whichever modes the logs hold).
 6. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
 7. ``eval-grpo``: the GRPO model on the same held-out steps.
 8. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
@@ -84,6 +86,7 @@ class ExperimentArguments:
             :func:`forecast_dojo.agents.llm.native_bfloat16`).
         teacher_sample: play the teacher on a seeded sample of this many training events (0: all).
         eval_events: held-out events to evaluate (empty: all of them).
+        eval_modes: the memory modes of both evaluations (``none``, ``notebook``; default both).
         eval_sample: evaluate a seeded sample of this many held-out events (0: all).
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
@@ -121,6 +124,7 @@ class ExperimentArguments:
     sft_learning_rate: float = 2e-4
     sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
     eval_events: list[str] = field(default_factory=list)
+    eval_modes: list[str] = field(default_factory=lambda: list(MODES))
     eval_sample: int = 0
     eval_concurrency: int = 24
     eval_dtype: str = "auto"
@@ -144,6 +148,11 @@ class ExperimentArguments:
             problems.append(f"best_of must be >= 0, got {self.best_of}")
         if self.grpo_max_steps < 0:
             problems.append(f"grpo_max_steps must be >= 0, got {self.grpo_max_steps}")
+        unknown_modes = sorted(set(self.eval_modes) - set(MODES))
+        if unknown_modes or not self.eval_modes or len(set(self.eval_modes)) != len(self.eval_modes):
+            problems.append(
+                f"eval_modes must be distinct memory modes among {list(MODES)}, got {self.eval_modes}"
+            )
         if "submit_forecast" not in self.tools:
             problems.append("tools must include submit_forecast")
         for name, known in (("extra_sft", _fields("sft")), ("extra_grpo", _fields("grpo"))):
@@ -264,7 +273,8 @@ def stage_spec(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
 def _run_argv(
     args: ExperimentArguments, layout: Layout, out: Path, agents: Sequence[str], split: str
 ) -> list[str]:
-    argv = ["run", "--spec", str(layout.spec), "--agents", *agents, "--modes", *MODES, "--split", split]
+    modes = args.eval_modes if split == "eval" else MODES
+    argv = ["run", "--spec", str(layout.spec), "--agents", *agents, "--modes", *modes, "--split", split]
     argv += ["--seed", str(args.seed), "--out", str(out)]
     if split == "eval" and args.eval_events:
         argv += ["--event-ids", *args.eval_events]
@@ -347,7 +357,7 @@ def _eval_argv(args: ExperimentArguments, layout: Layout, out: Path, models: Seq
 
 
 def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
-    """The base and the SFT model on the held-out events, both memory modes."""
+    """The base and the SFT model on the held-out events, in the memory modes ``eval_modes``."""
     _cli(_eval_argv(args, layout, layout.eval, [args.model, str(layout.sft_model)]))
     return {"records": _count_records(layout.eval)}
 

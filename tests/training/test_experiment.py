@@ -140,6 +140,9 @@ def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
         ("tools", ["search"]),
         ("extra_sft", {"learning_rat": 1e-4}),
         ("extra_grpo", {"num_generation": 2}),
+        ("eval_modes", ["none", "memory"]),
+        ("eval_modes", []),
+        ("eval_modes", ["none", "none"]),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
@@ -147,6 +150,27 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
     with pytest.raises(ExperimentError, match=field if field != "tools" else "submit_forecast"):
         run_experiment(args)
     assert not (tmp_path / "exp").exists()
+
+
+def test_the_evaluations_play_only_the_named_memory_modes(tmp_path):
+    from forecast_dojo.training.experiment import _eval_argv, _run_argv
+
+    args = ExperimentArguments(out=str(tmp_path / "exp"), eval_modes=["none"])
+    layout = Layout(args.out)
+    evaluation = _eval_argv(args, layout, layout.eval, ["smollm2"])
+    modes = evaluation[evaluation.index("--modes") + 1 : evaluation.index("--split")]
+    assert modes == ["none"]
+    teacher = _run_argv(args, layout, layout.teacher, ["honest"], "train")  # the teacher plays both
+    assert teacher[teacher.index("--modes") + 1 : teacher.index("--split")] == ["none", "notebook"]
+
+
+def test_eval_modes_parse_from_the_command_line(tmp_path):
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(ExperimentArguments).parse_args_into_dataclasses(
+        args=["--out", str(tmp_path), "--eval_modes", "none"]
+    )
+    assert args.eval_modes == ["none"] and ExperimentArguments().eval_modes == ["none", "notebook"]
 
 
 def test_unknown_stage_is_refused(tmp_path):
