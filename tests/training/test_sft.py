@@ -257,6 +257,71 @@ def test_model_head_loss_equals_trls_fused_head_on_the_same_batch(
     assert losses["model"] == pytest.approx(losses["trl"], rel=1e-5)
 
 
+def test_model_head_scores_only_the_scored_positions_with_the_full_heads_loss_and_gradients(
+    teacher_log, tiny_model_dir, tokenizer, tmp_path, monkeypatch
+):
+    """The head runs where the next token is scored; loss and gradients equal the full head's."""
+    import torch
+
+    from forecast_dojo.agents.llm import load_model
+    from forecast_dojo.training import sft
+    from forecast_dojo.training.export import ExportConfig, export_sft
+
+    export_sft(teacher_log(), tmp_path / "data", ExportConfig(max_tokens=2048, assume_all_training=True))
+    args = sft.SFTArguments(
+        model=str(tiny_model_dir),
+        data=[str(tmp_path / "data")],
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=2,  # two rows of different lengths: padding and two label masks
+        max_length=2048,
+        bf16=False,
+        use_cpu=True,
+    )
+    trainer = sft.sft_trainer_class("model")(
+        model=load_model(str(tiny_model_dir)),
+        args=sft.sft_config(args),
+        train_dataset=sft.load_training_data(args.data, args.max_length, tokenizer),
+        processing_class=tokenizer,
+    )
+    model = trainer.model
+    model.train()
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    scored = int((batch["labels"][:, 1:] != -100).sum())
+    assert 0 < scored < batch["labels"].numel() // 2  # most positions are not scored
+    assert sft._takes_logits_to_keep(model)
+
+    def loss_and_grads(compute, *extra):
+        model.zero_grad()
+        loss = compute(*extra)
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return float(loss.detach()), grads
+
+    for items in (None, torch.tensor(scored + 3)):  # averaged, and summed over a larger accumulation
+        full_loss, full_grads = loss_and_grads(
+            lambda n=items: model(**batch, num_items_in_batch=n, use_cache=False).loss
+        )
+        kept_loss, kept_grads = loss_and_grads(
+            lambda n=items: trainer.compute_loss(model, dict(batch), num_items_in_batch=n)
+        )
+        assert kept_loss == pytest.approx(full_loss, rel=1e-6)
+        assert set(kept_grads) == set(full_grads)
+        for name, grad in full_grads.items():
+            torch.testing.assert_close(kept_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+    _, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
+    assert outputs.logits.shape[0] == scored  # the head ran on the scored positions only
+
+    # A model that takes no logits_to_keep gets the full head, with the same loss.
+    monkeypatch.setattr(sft, "_takes_logits_to_keep", lambda _model: False)
+    with torch.no_grad():
+        fallback = float(trainer.compute_loss(model, dict(batch)))
+    with torch.no_grad():
+        reference = float(model(**batch, use_cache=False).loss)
+    assert fallback == pytest.approx(reference, rel=1e-6)
+
+
 def test_unknown_loss_head_is_refused():
     from forecast_dojo.errors import ConfigError
     from forecast_dojo.training.sft import SFTArguments
