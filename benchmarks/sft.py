@@ -7,7 +7,9 @@ Modes: ``ours`` (the ``SFTArguments`` defaults: the model's own LM head and cros
 ``bare-trl`` (TRL's ``SFTTrainer`` with its fused chunked LM head), ``ours-trl-head`` (our data path
 with TRL's head, ``loss_head="trl"``: ``ours-trl-head`` against ``bare-trl`` is the data path's
 share, ``ours`` against ``ours-trl-head`` the head's), ``ours-fp32`` (bf16 off), ``ours-bf16`` (bf16
-on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps) and ``ours-lora`` (rank 16).
+on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps), ``ours-lora`` (rank 16) and
+``ours-full-logits`` (the model's head at every position, as before 2026-12-03 afternoon: against
+``ours``, what running the head only where the next token is scored saves).
 
     python benchmarks/sft.py                 # SmolLM2-135M, 3 optimizer steps per configuration
     python benchmarks/sft.py --steps 5 --events 8 --max-length 1024 --export-max-tokens 2048
@@ -58,7 +60,11 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
     """One configuration, in its own process; prints a JSON line with its measurements."""
     from transformers import TrainerCallback
 
+    from forecast_dojo.training import sft
     from forecast_dojo.training.sft import SFTArguments, peft_config, sft_config, sft_trainer_class
+
+    if mode == "ours-full-logits":  # the model's head at every position (its full-head fallback)
+        sft._takes_logits_to_keep = lambda _model: False
 
     step_times: list[float] = []
 
@@ -165,7 +171,8 @@ def main() -> int:
         "--modes",
         nargs="+",
         default=["ours", "ours-trl-head", "bare-trl", "ours-fp32", "ours-b2"],
-        help="ours, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 (batch 2 x 2), ours-lora (rank 16)",
+        help="ours, ours-full-logits, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 (batch 2 x 2), "
+        "ours-lora (rank 16)",
     )
     parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
