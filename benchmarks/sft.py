@@ -9,7 +9,8 @@ with TRL's head, ``loss_head="trl"``: ``ours-trl-head`` against ``bare-trl`` is 
 share, ``ours`` against ``ours-trl-head`` the head's), ``ours-fp32`` (bf16 off), ``ours-bf16`` (bf16
 on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps), ``ours-lora`` (rank 16) and
 ``ours-full-logits`` (the model's head at every position, as before 2026-12-03 afternoon: against
-``ours``, what running the head only where the next token is scored saves).
+``ours``, what running the head only where the next token is scored saves) and ``ours-gc``
+(gradient checkpointing: activations recomputed in the backward pass).
 
     python benchmarks/sft.py                 # SmolLM2-135M, 3 optimizer steps per configuration
     python benchmarks/sft.py --steps 5 --events 8 --max-length 1024 --export-max-tokens 2048
@@ -92,6 +93,7 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
         per_device_train_batch_size=2 if mode == "ours-b2" else defaults.per_device_train_batch_size,
         gradient_accumulation_steps=2 if mode == "ours-b2" else defaults.gradient_accumulation_steps,
         lora_rank=16 if mode == "ours-lora" else 0,
+        gradient_checkpointing=mode == "ours-gc",
         loss_head="trl" if mode in ("bare-trl", "ours-trl-head") else defaults.loss_head,
         extra=extra,
     )
@@ -171,8 +173,8 @@ def main() -> int:
         "--modes",
         nargs="+",
         default=["ours", "ours-trl-head", "bare-trl", "ours-fp32", "ours-b2"],
-        help="ours, ours-full-logits, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 (batch 2 x 2), "
-        "ours-lora (rank 16)",
+        help="ours, ours-full-logits, ours-gc, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 "
+        "(batch 2 x 2), ours-lora (rank 16)",
     )
     parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
