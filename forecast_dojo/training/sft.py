@@ -282,7 +282,8 @@ def sft_trainer_class(loss_head: str) -> type:
         largest tensors of a step. The loss is the model's own (``ForCausalLMLoss``: float32
         cross-entropy, summed and divided by ``num_items_in_batch`` when the Trainer gives it, else
         averaged), so it equals the full head's. A model whose forward takes no ``logits_to_keep``
-        gets the full head through ``Trainer.compute_loss``. The token accuracy and token count are
+        gets the full head through ``Trainer.compute_loss``, as does a run with label smoothing or a
+        ``compute_loss_func``. The token accuracy and token count are
         logged as SFTTrainer logs them; the entropy is not (a softmax over the vocabulary).
         """
 
@@ -295,7 +296,9 @@ def sft_trainer_class(loss_head: str) -> type:
         ) -> Any:
             inputs["use_cache"] = False
             labels = inputs.get("labels")
-            if labels is None or not _takes_logits_to_keep(model):
+            # Label smoothing or a custom loss function: Trainer's own path, over the full head.
+            custom = getattr(self, "label_smoother", None) or getattr(self, "compute_loss_func", None)
+            if labels is None or custom is not None or not _takes_logits_to_keep(model):
                 loss, outputs = Trainer.compute_loss(
                     self, model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
                 )

@@ -313,6 +313,18 @@ def test_model_head_scores_only_the_scored_positions_with_the_full_heads_loss_an
     _, outputs = trainer.compute_loss(model, dict(batch), return_outputs=True)
     assert outputs.logits.shape[0] == scored  # the head ran on the scored positions only
 
+    # Label smoothing takes Trainer's own path (the full head), which applies it.
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    trainer.label_smoother = LabelSmoother(epsilon=0.1)
+    with torch.no_grad():
+        smoothed = float(trainer.compute_loss(model, dict(batch)))
+        unlabelled = {k: v for k, v in batch.items() if k != "labels"}
+        expected = float(LabelSmoother(epsilon=0.1)(model(**unlabelled), batch["labels"], shift_labels=True))
+        plain = float(model(**batch, use_cache=False).loss)
+    assert smoothed == pytest.approx(expected, rel=1e-6) and smoothed != pytest.approx(plain, rel=1e-6)
+    trainer.label_smoother = None
+
     # A model that takes no logits_to_keep gets the full head, with the same loss.
     monkeypatch.setattr(sft, "_takes_logits_to_keep", lambda _model: False)
     with torch.no_grad():
