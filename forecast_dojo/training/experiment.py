@@ -1,9 +1,10 @@
 """The learning experiment as one resumable pipeline: teacher -> export -> SFT -> evaluation -> GRPO -> evaluation.
 
 Every stage writes its outputs under ``out`` and a marker ``out/stages/<stage>.json`` (what it ran, its
-wall time, its numbers) when it has finished; a rerun skips every stage whose marker exists, and the
-stages that play episodes resume their own logs, so a stopped run continues where it stopped and a
-finished one costs nothing. Stages, in order:
+wall time, its numbers) when it has finished; a rerun skips every stage whose marker exists but
+``results`` (recomputed from the logs in seconds, so a stage added later reaches ``learning.json``),
+and the stages that play episodes resume their own logs, so a stopped run continues where it stopped
+and a finished one costs nothing. Stages, in order:
 
 1. ``spec``: the environment of the whole experiment, written once as ``out/spec.toml``: the synthetic
    world (its 20 held-out events unchanged) with ``train_events`` extra training events, the prompt profile
@@ -589,7 +590,9 @@ def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = 
     Args:
         args: the experiment's arguments.
         stages: only these stages (in pipeline order); default all, GRPO and its evaluation only when
-            ``args.grpo_max_steps > 0``. A stage whose marker exists is skipped.
+            ``args.grpo_max_steps > 0``. A stage whose marker exists is skipped, except ``results``:
+            it is recomputed from the logs every time (seconds), so a stage added later, such as
+            GRPO after a run without it, reaches ``learning.json``.
     """
     args.check()
     wanted = list(stages) if stages is not None else list(STAGES)
@@ -603,7 +606,7 @@ def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = 
     _check_folder(args, layout)
     for stage in (s for s in STAGES if s in wanted):
         marker = layout.marker(stage)
-        if marker.is_file():
+        if marker.is_file() and stage != "results":
             print(f"[{stage}] done already ({marker}): skipped", flush=True)
             continue
         print(f"[{stage}] running", flush=True)

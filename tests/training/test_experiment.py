@@ -93,11 +93,12 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
     assert learning["grpo"]["training"]["global_step"] == 1  # GRPO's own numbers beside its evaluation
     assert learning["stage_wall_s"]["teacher"] is not None
 
-    # A third run costs nothing and changes nothing.
+    # A third run plays nothing and changes nothing; only the results are recomputed from the logs.
     third = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert third.returncode == 0, third.stderr[-3000:]
     assert json.loads(results.read_text()) == learning
-    assert all(f"[{s}] done already" in third.stdout for s in STAGES)
+    assert all(f"[{s}] done already" in third.stdout for s in STAGES if s != "results")
+    assert "[results] running" in third.stdout
 
 
 def test_a_folder_refuses_another_configuration(tmp_path):
@@ -109,6 +110,23 @@ def test_a_folder_refuses_another_configuration(tmp_path):
     (out / "spec.toml").write_text("")  # the spec stage has started: every stage reads train_events
     with pytest.raises(ExperimentError, match="train_events"):
         run_experiment(ExperimentArguments(out=str(out), train_events=50), stages=["spec"])
+
+
+def test_the_results_are_recomputed_on_every_run_while_finished_stages_are_skipped(tmp_path, monkeypatch):
+    from forecast_dojo.training import experiment
+
+    calls = []
+    for stage in ("grpo", "results"):
+        monkeypatch.setitem(
+            experiment.STAGE_FUNCTIONS, stage, lambda _args, _layout, stage=stage: calls.append(stage) or {}
+        )
+    args = ExperimentArguments(out=str(tmp_path / "exp"), grpo_max_steps=2)
+    layout = Layout(args.out)
+    layout.marker("grpo").parent.mkdir(parents=True)
+    for stage in ("grpo", "results"):  # both finished before, e.g. results written before GRPO existed
+        layout.marker(stage).write_text(json.dumps({"stage": stage}))
+    run_experiment(args, stages=["grpo", "results"])
+    assert calls == ["results"]
 
 
 def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
