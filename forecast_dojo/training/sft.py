@@ -271,6 +271,7 @@ def sft_trainer_class(loss_head: str) -> type:
         raise ConfigError(f"loss_head must be one of {LOSS_HEADS}, not {loss_head!r}")
     import torch
     from transformers import Trainer
+    from transformers.loss.loss_utils import fixed_cross_entropy
 
     class ModelHeadSFTTrainer(SFTTrainer):
         """``SFTTrainer`` whose loss is the model's own forward: its LM head and cross-entropy.
@@ -313,14 +314,7 @@ def sft_trainer_class(loss_head: str) -> type:
                 outputs = model(**forward, logits_to_keep=keep)
                 logits, targets = outputs.logits, labels[:, 1:][keep[:, :-1]]
                 logits = logits.reshape(-1, logits.shape[-1])
-                reduction = "sum" if num_items_in_batch is not None else "mean"
-                loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction=reduction)
-                if num_items_in_batch is not None:
-                    loss = loss / (
-                        num_items_in_batch.to(loss.device)
-                        if torch.is_tensor(num_items_in_batch)
-                        else num_items_in_batch
-                    )
+                loss = fixed_cross_entropy(logits.float(), targets, num_items_in_batch)  # as ForCausalLMLoss
             metrics = getattr(self, "_metrics", None)
             if metrics is not None and targets is not None and logits is not None:
                 mode = "train" if model.training else "eval"

@@ -291,9 +291,9 @@ def test_model_head_scores_only_the_scored_positions_with_the_full_heads_loss_an
     assert 0 < scored < batch["labels"].numel() // 2  # most positions are not scored
     assert sft._takes_logits_to_keep(model)
 
-    def loss_and_grads(compute, *extra):
+    def loss_and_grads(compute):
         model.zero_grad()
-        loss = compute(*extra)
+        loss = compute()
         loss.backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
         return float(loss.detach()), grads
