@@ -15,7 +15,8 @@ and a finished one costs nothing. Stages, in order:
 4. ``sft``: TRL SFT of ``model`` on that dataset.
 5. ``eval``: the base model and the SFT model on the held-out events in both memory modes (``eval_modes``:
    memory-on steps of an event run in order, so memory-on costs hours on a CPU; ``--eval_modes none``
-   sizes a run to fit, and the results stage reports whichever modes the logs hold).
+   sizes a run to fit, ``--base_eval_modes none`` leaves out only the base model's memory-on evaluation,
+   and the results stage reports whichever modes the logs hold).
 6. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
 7. ``eval-grpo``: the GRPO model on the same held-out steps.
 8. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
@@ -87,7 +88,10 @@ class ExperimentArguments:
             :func:`forecast_dojo.agents.llm.native_bfloat16`).
         teacher_sample: play the teacher on a seeded sample of this many training events (0: all).
         eval_events: held-out events to evaluate (empty: all of them).
-        eval_modes: the memory modes of both evaluations (``none``, ``notebook``; default both).
+        eval_modes: the memory modes of the evaluations (``none``, ``notebook``; default both).
+        base_eval_modes: the memory modes of the base model's evaluation (empty: ``eval_modes``); e.g.
+            ``none`` while the SFT and GRPO models play both, where the base model's memory-on evaluation
+            costs hours (a base SmolLM2 calls no tool and writes up to the reply budget every turn).
         eval_sample: evaluate a seeded sample of this many held-out events (0: all).
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
@@ -126,6 +130,7 @@ class ExperimentArguments:
     sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
     eval_events: list[str] = field(default_factory=list)
     eval_modes: list[str] = field(default_factory=lambda: list(MODES))
+    base_eval_modes: list[str] = field(default_factory=list)
     eval_sample: int = 0
     eval_concurrency: int = 24
     eval_dtype: str = "auto"
@@ -149,11 +154,12 @@ class ExperimentArguments:
             problems.append(f"best_of must be >= 0, got {self.best_of}")
         if self.grpo_max_steps < 0:
             problems.append(f"grpo_max_steps must be >= 0, got {self.grpo_max_steps}")
-        unknown_modes = sorted(set(self.eval_modes) - set(MODES))
-        if unknown_modes or not self.eval_modes or len(set(self.eval_modes)) != len(self.eval_modes):
-            problems.append(
-                f"eval_modes must be distinct memory modes among {list(MODES)}, got {self.eval_modes}"
-            )
+        for name in ("eval_modes", "base_eval_modes"):
+            modes = getattr(self, name)
+            if (modes or name == "eval_modes") and (
+                not modes or set(modes) - set(MODES) or len(set(modes)) != len(modes)
+            ):
+                problems.append(f"{name} must be distinct memory modes among {list(MODES)}, got {modes}")
         if "submit_forecast" not in self.tools:
             problems.append("tools must include submit_forecast")
         for name, known in (("extra_sft", _fields("sft")), ("extra_grpo", _fields("grpo"))):
@@ -272,9 +278,16 @@ def stage_spec(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
 
 
 def _run_argv(
-    args: ExperimentArguments, layout: Layout, out: Path, agents: Sequence[str], split: str
+    args: ExperimentArguments,
+    layout: Layout,
+    out: Path,
+    agents: Sequence[str],
+    split: str,
+    modes: Sequence[str] | None = None,
 ) -> list[str]:
-    modes = args.eval_modes if split == "eval" else MODES
+    """``forecast-dojo run``'s arguments; ``modes`` default: ``eval_modes`` on the held-out split, both otherwise."""
+    if modes is None:
+        modes = args.eval_modes if split == "eval" else MODES
     argv = ["run", "--spec", str(layout.spec), "--agents", *agents, "--modes", *modes, "--split", split]
     argv += ["--seed", str(args.seed), "--out", str(out)]
     if split == "eval" and args.eval_events:
@@ -351,15 +364,31 @@ def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     return {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
 
 
-def _eval_argv(args: ExperimentArguments, layout: Layout, out: Path, models: Sequence[str]) -> list[str]:
-    argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], "eval")
+def _eval_argv(
+    args: ExperimentArguments,
+    layout: Layout,
+    out: Path,
+    models: Sequence[str],
+    modes: Sequence[str] | None = None,
+) -> list[str]:
+    argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], "eval", modes)
     argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
     return [*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)]
 
 
 def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
-    """The base and the SFT model on the held-out events, in the memory modes ``eval_modes``."""
-    _cli(_eval_argv(args, layout, layout.eval, [args.model, str(layout.sft_model)]))
+    """The base and the SFT model on the held-out events, in the memory modes ``eval_modes``.
+
+    With ``base_eval_modes`` other than ``eval_modes``, the base model is played in its own modes first,
+    then the SFT model, into the same study folder (one study: the same events, seed and steps).
+    """
+    models = [args.model, str(layout.sft_model)]
+    base_modes = args.base_eval_modes or args.eval_modes
+    if list(base_modes) == list(args.eval_modes):
+        _cli(_eval_argv(args, layout, layout.eval, models))
+    else:
+        _cli(_eval_argv(args, layout, layout.eval, models[:1], base_modes))
+        _cli(_eval_argv(args, layout, layout.eval, models[1:]))
     return {"records": _count_records(layout.eval)}
 
 
@@ -547,6 +576,7 @@ _ARGUMENT_STAGES = {
     "sft_": ("sft",),
     "extra_sft": ("sft",),
     "eval_": ("eval", "eval-grpo"),
+    "base_eval_": ("eval",),
     "grpo_": ("grpo",),
     "extra_grpo": ("grpo",),
 }
@@ -569,7 +599,9 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
     mine = dataclasses.asdict(args)
     if layout.arguments.is_file():
         theirs = json.loads(layout.arguments.read_text())
-        differ = sorted(k for k in mine if k != "results" and theirs.get(k) != mine[k])
+        # a field added after the folder was written counts as its default there (what that run used)
+        defaults = dataclasses.asdict(ExperimentArguments())
+        differ = sorted(k for k in mine if k != "results" and theirs.get(k, defaults[k]) != mine[k])
         started = {stage for stage in STAGES if layout.started(stage)}
         changed = [k for k in differ if started & set(_stages_reading(k))]
         if changed:

@@ -161,6 +161,8 @@ def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
         ("eval_modes", ["none", "memory"]),
         ("eval_modes", []),
         ("eval_modes", ["none", "none"]),
+        ("base_eval_modes", ["notebook", "memory"]),
+        ("base_eval_modes", ["none", "none"]),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
@@ -182,13 +184,59 @@ def test_the_evaluations_play_only_the_named_memory_modes(tmp_path):
     assert teacher[teacher.index("--modes") + 1 : teacher.index("--split")] == ["none", "notebook"]
 
 
+def test_the_base_model_can_leave_memory_on_out_while_the_sft_model_plays_both(tmp_path, monkeypatch):
+    from forecast_dojo.training import experiment
+
+    calls = []
+    monkeypatch.setattr(experiment, "_cli", calls.append)
+    layout = Layout(tmp_path / "exp")
+    layout.eval.mkdir(parents=True)
+
+    def modes_and_agents(argv):
+        return argv[argv.index("--agents") + 1 : argv.index("--modes")], argv[
+            argv.index("--modes") + 1 : argv.index("--split")
+        ]
+
+    base_only = ExperimentArguments(out=str(layout.root), base_eval_modes=["none"])
+    experiment.stage_eval(base_only, layout)
+    assert [modes_and_agents(argv) for argv in calls] == [
+        (["hf:smollm2"], ["none"]),
+        ([f"hf:{layout.sft_model}"], ["none", "notebook"]),
+    ]
+    assert all(argv[argv.index("--out") + 1] == str(layout.eval) for argv in calls)  # one study folder
+    calls.clear()
+    experiment.stage_eval(
+        ExperimentArguments(out=str(layout.root), base_eval_modes=["none", "notebook"]), layout
+    )
+    assert [modes_and_agents(argv) for argv in calls] == [
+        (["hf:smollm2", f"hf:{layout.sft_model}"], ["none", "notebook"])  # the same modes: one run, as before
+    ]
+
+
+def test_a_folder_written_before_a_field_existed_reads_it_as_its_default(tmp_path):
+    from forecast_dojo.training.experiment import _check_folder
+
+    args = ExperimentArguments(out=str(tmp_path / "exp"))
+    layout = Layout(args.out)
+    layout.root.mkdir()
+    older = dataclasses.asdict(args)
+    del older["base_eval_modes"]
+    layout.arguments.write_text(json.dumps(older))
+    layout.marker("eval").parent.mkdir(parents=True)
+    layout.marker("eval").write_text("{}")  # the evaluation has started
+    _check_folder(args, layout)  # the default is what that folder's run used: accepted
+    with pytest.raises(ExperimentError, match="base_eval_modes"):
+        _check_folder(ExperimentArguments(out=args.out, base_eval_modes=["none"]), layout)
+
+
 def test_eval_modes_parse_from_the_command_line(tmp_path):
     from transformers import HfArgumentParser
 
     (args,) = HfArgumentParser(ExperimentArguments).parse_args_into_dataclasses(
-        args=["--out", str(tmp_path), "--eval_modes", "none"]
+        args=["--out", str(tmp_path), "--eval_modes", "none", "--base_eval_modes", "none"]
     )
     assert args.eval_modes == ["none"] and ExperimentArguments().eval_modes == ["none", "notebook"]
+    assert args.base_eval_modes == ["none"] and ExperimentArguments().base_eval_modes == []
 
 
 def test_unknown_stage_is_refused(tmp_path):
