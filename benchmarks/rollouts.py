@@ -36,6 +36,7 @@ BASE_COMMIT = "6b5df17"  # main before lockstep batching (GenerationBatcher with
 MODES = {
     "main-c1-fp32": ("baseline", 1, "float32"),
     "c1-fp32": ("tree", 1, "float32"),
+    "c1-bf16": ("tree", 1, "bfloat16"),
     "c8-bf16": ("tree", 8, "bfloat16"),
     "c8-fp32": ("tree", 8, "float32"),
     "c32-bf16": ("tree", 32, "bfloat16"),
@@ -144,7 +145,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--modes", nargs="+", default=["main-c1-fp32", "c8-bf16", "c32-bf16", "c32-fp32"])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        choices=sorted(MODES),
+        default=["main-c1-fp32", "c8-bf16", "c32-bf16", "c32-fp32"],
+    )
     parser.add_argument(
         "--events", type=int, default=32, help="episodes (held-out events first, then training)"
     )
