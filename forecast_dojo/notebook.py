@@ -5,6 +5,12 @@ It is a validated, size-capped structure, never free text, so that what crosses 
 "date", "doc_ids"}], "open_questions": [...]}``): the prompts of every profile, the ``notebook``
 argument's description and the agents' notebooks are rendered from it (:func:`schema_shape`,
 :func:`schema_words`, :func:`notebook_value`).
+
+A notebook submitted with ``submit_forecast`` may leave ``assessment`` out: it is then the forecast
+the call recorded (:func:`parse_notebook`'s ``forecast``). The env derives it as it derives the forecast
+from ``log_odds`` or ``evidence``, so an agent that never writes probabilities itself (the compact
+profile's teacher and its students) cannot carry a malformed one: a small model that wrote ``0.5`` for
+every outcome of a four-outcome question had its notebook refused at every turn (docs/training.md).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ MAX_NOTEBOOK_INPUT_CHARS = 4 * MAX_NOTEBOOK_CHARS  # room for whitespace before 
 # The one description of the schema: (key, its shape as a prompt writes it, its meaning in words).
 # Every text that tells an agent (or a person) what a notebook looks like is rendered from this table.
 SCHEMA: tuple[tuple[str, str, str], ...] = (
-    ("assessment", "{label: probability}", "probability by outcome label"),
+    ("assessment", "{label: probability}", "probability by outcome label (optional: the forecast submitted)"),
     (
         "evidence",
         '[{"claim": ..., "date": "YYYY-MM-DD", "doc_ids": [...]}]',
@@ -46,12 +52,14 @@ def schema_shape(*, compact: bool = False) -> str:
     """The notebook's shape as a JSON-like line: ``{"assessment": {label: probability}, ...}``.
 
     Args:
-        compact: the evidence entries by their keys only (``[{"claim", "date", "doc_ids"}]``), for
-            the compact prompt profile.
+        compact: for the compact prompt profile: the evidence entries by their keys only
+            (``[{"claim", "date", "doc_ids"}]``) and no ``assessment`` (the env fills it with the
+            forecast submitted).
     """
     shapes = {key: shape for key, shape, _ in SCHEMA}
     if compact:
         shapes["evidence"] = "[{" + ", ".join(f'"{key}"' for key in EVIDENCE_KEYS) + "}]"
+        del shapes["assessment"]
     return "{" + ", ".join(f'"{key}": {shape}' for key, shape in shapes.items()) + "}"
 
 
@@ -62,25 +70,27 @@ def schema_words() -> str:
 
 
 def notebook_value(
-    assessment: dict[str, float],
+    assessment: dict[str, float] | None,
     evidence: list[dict[str, Any]] | tuple[dict[str, Any], ...] = (),
     open_questions: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """A notebook as the plain JSON value an agent submits, keys in schema order.
 
     Args:
-        assessment: probability by outcome label.
+        assessment: probability by outcome label; None leaves the key out (in ``submit_forecast``
+            the env fills it with the forecast submitted). ``open_questions`` is likewise left out
+            when the assessment is and there are none.
         evidence: entries with ``claim``, ``date`` (``YYYY-MM-DD``) and ``doc_ids``.
         open_questions: what is still unknown.
 
     Returns:
         ``{"assessment": ..., "evidence": [...], "open_questions": [...]}``.
     """
-    return {
-        "assessment": dict(assessment),
-        "evidence": [{key: entry[key] for key in EVIDENCE_KEYS if key in entry} for entry in evidence],
-        "open_questions": list(open_questions),
-    }
+    value: dict[str, Any] = {} if assessment is None else {"assessment": dict(assessment)}
+    value["evidence"] = [{key: entry[key] for key in EVIDENCE_KEYS if key in entry} for entry in evidence]
+    if assessment is not None or open_questions:
+        value["open_questions"] = list(open_questions)
+    return value
 
 
 @dataclass(frozen=True)
@@ -108,15 +118,31 @@ class Notebook:
             list(self.open_questions),
         )
 
-    def to_json(self) -> str:
-        """The notebook as a JSON string (keys in schema order, non-ASCII kept)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=False)
+    def to_json(self, *, drop_empty: bool = False) -> str:
+        """The notebook as a JSON string (keys in schema order, non-ASCII kept).
+
+        Args:
+            drop_empty: leave out empty lists (the compact prompt's rendering; logs keep every key).
+        """
+        value = self.to_dict()
+        if drop_empty:
+            value = {key: item for key, item in value.items() if item != []}
+        return json.dumps(value, ensure_ascii=False, sort_keys=False)
 
 
-def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date | None = None) -> Notebook:
+def parse_notebook(
+    value: Any,
+    outcomes: tuple[str, ...],
+    *,
+    forecast_date: date | None = None,
+    forecast: dict[str, float] | None = None,
+) -> Notebook:
     """Validate a notebook (dict or JSON string) against the event's outcome labels.
 
-    A free-form question (``outcomes`` empty) has a free-form assessment: the outcomes the agent
+    ``forecast`` is the distribution the notebook's ``submit_forecast`` call recorded: a notebook
+    without ``assessment`` takes it as its assessment (without ``forecast``, e.g. a notebook given to
+    ``reset``, the assessment is required). An assessment that is given is checked as always, never
+    replaced. A free-form question (``outcomes`` empty) has a free-form assessment: the outcomes the agent
     proposes with their probabilities, read as its forecast is (:func:`forecast_dojo.scoring.read_free_form`).
     Evidence may not be dated after ``forecast_date``: a notebook only records what was knowable.
     Any input is read as untrusted (``forecast_dojo.untrusted``): sizes and nesting are capped and
@@ -139,7 +165,11 @@ def parse_notebook(value: Any, outcomes: tuple[str, ...], *, forecast_date: date
             f"notebook has unknown keys {preview(sorted(unknown))}; allowed: {', '.join(NOTEBOOK_KEYS)}"
         )
     assessment = value.get("assessment")
-    if not outcomes:  # a free-form question: the assessment proposes outcomes, as its forecast does
+    if "assessment" not in value:
+        if forecast is None:
+            raise NotebookError("notebook.assessment is missing: map every outcome label to a probability")
+        labels, probabilities = tuple(forecast), tuple(float(p) for p in forecast.values())
+    elif not outcomes:  # a free-form question: the assessment proposes outcomes, as its forecast does
         free_form, error = read_free_form(assessment)
         if free_form is None:
             raise NotebookError(f"notebook.assessment (a free-form question's): {error}")

@@ -194,7 +194,7 @@ def step_prompt(
     lines = (_compact_lines if compact else _default_lines)(event, step, budgets, show_episode_length)
     if memory == "notebook":
         if compact:
-            lines.append("Notebook: " + ("(none)" if notebook is None else notebook.to_json()))
+            lines.append("Notebook: " + ("(none)" if notebook is None else notebook.to_json(drop_empty=True)))
         elif notebook is None:
             lines += ["", "Your notebook from the previous forecast date: (none)"]
         else:

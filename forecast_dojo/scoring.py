@@ -104,6 +104,22 @@ def uniform(k: int) -> tuple[float, ...]:
     return tuple(1.0 / k for _ in range(k))
 
 
+def round_distribution(probabilities: Sequence[float], digits: int = 2) -> list[float]:
+    """Probabilities rounded as a person writes them: ``digits`` decimals, none below 10^-digits, summing to 1.
+
+    The rounding error is added to the largest probability; with many outcomes (K (K + 1) >= 10^digits,
+    e.g. 10 or more at two decimals) more decimals are used, so that it always stays above the floor.
+    """
+    k = len(probabilities)
+    while k * (k + 1) * 10**-digits >= 1:
+        digits += 1
+    unit = 10**-digits
+    rounded = [max(round(p, digits), unit) for p in probabilities]
+    top = max(range(len(rounded)), key=lambda i: rounded[i])
+    rounded[top] = round(rounded[top] + 1.0 - sum(rounded), digits)
+    return rounded
+
+
 _NON_WORD = re.compile(r"[\W_]+")
 
 

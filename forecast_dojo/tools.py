@@ -37,7 +37,7 @@ from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
 from forecast_dojo.schema import SchemaError, as_number, check_distribution
-from forecast_dojo.scoring import read_free_form, softmax
+from forecast_dojo.scoring import read_free_form, round_distribution, softmax, uniform
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
 
@@ -513,8 +513,18 @@ class ForecastTools:
             labels = tuple(proposal) if proposal is not None else None
         parsed_notebook = None
         if self.memory == "notebook" and notebook is not None:
+            # a notebook without an assessment carries the forecast this call records (uniform for an
+            # invalid forecast of a fixed-outcome question, as the env records; none for a free-form one)
+            kept = forecast if forecast is not None or not self.outcomes else uniform(len(self.outcomes))
+            assessment = (  # rounded as the "forecast recorded" line reads it
+                None
+                if kept is None
+                else dict(zip(labels or self.outcomes, round_distribution(kept), strict=True))
+            )
             try:
-                parsed_notebook = parse_notebook(notebook, self.outcomes, forecast_date=self.forecast_date)
+                parsed_notebook = parse_notebook(
+                    notebook, self.outcomes, forecast_date=self.forecast_date, forecast=assessment
+                )
             except NotebookError as err:
                 return ToolResult("", error=f"notebook rejected, forecast not submitted: {err}")
         if rationale is not None and not isinstance(rationale, str):

@@ -302,6 +302,23 @@ def test_malformed_notebook_is_rejected_with_a_clear_error(make_tiny_env, bad, m
     assert "notebook rejected" in tool_contents(obs)[0] and message in tool_contents(obs)[0]
 
 
+def test_a_notebook_without_an_assessment_carries_the_forecast_recorded(make_tiny_env):
+    env = make_tiny_env(memory="notebook")
+    env.reset("harbor")
+    claims = {"evidence": [{"claim": "CARRIED-CLAIM", "date": "2030-01-10", "doc_ids": ["harbor-08"]}]}
+    obs, _, _, _, info = env.step(call("submit_forecast", log_odds=[1.0, 0.0], notebook=claims))
+    assert info["step_ended"] and info["flags"] == []
+    carried = json.loads(info["record"].notebook_out)
+    assert carried["assessment"] == {"Yes": 0.73, "No": 0.27}  # softmax(1, 0), rounded as recorded
+    assert "CARRIED-CLAIM" in obs["messages"][1]["content"]
+    # an invalid forecast records the uniform one, and so does the notebook that leaves its assessment out
+    obs, _, _, _, info = env.step(call("submit_forecast", probabilities=[0.9, 0.9], notebook=claims))
+    assert info["step_ended"] and json.loads(info["record"].notebook_out)["assessment"] == {
+        "Yes": 0.5,
+        "No": 0.5,
+    }
+
+
 def test_replay_from_step_k_with_a_notebook(make_tiny_env):
     env = make_tiny_env(memory="notebook")
     obs, _ = env.reset(

@@ -70,7 +70,8 @@ def test_the_default_profile_is_the_full_text_and_compact_is_short(make_tiny_env
         "- submit_forecast",
     ]  # one line per enabled tool
     assert compact.tool_schemas() == default.tool_schemas()
-    assert '"assessment": {label: probability}' in short and '"doc_ids"' in short  # rendered from SCHEMA
+    assert '"assessment": {label: probability}' in full and '"doc_ids"' in short  # rendered from SCHEMA
+    assert '"assessment"' not in short  # compact: the env fills it with the forecast submitted
     assert "prompt" not in default.run_metadata and compact.run_metadata["prompt"] == "compact"
     assert compact.run_id != default.run_id
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from forecast_dojo.scoring import all_scores, brier_score, log_score, spherical_score
+from forecast_dojo.scoring import all_scores, brier_score, log_score, round_distribution, spherical_score
 
 
 def test_brier_hand_computed():
@@ -63,3 +63,11 @@ def test_losses_are_the_negated_scores_exactly(forecast):
         assert brier_loss(forecast, outcome) == -brier_score(forecast, outcome)
         assert log_loss(forecast, outcome) == -log_score(forecast, outcome)
         assert all_scores(forecast, outcome)["log"] == -log_loss(forecast, outcome)
+
+
+def test_round_distribution():
+    assert round_distribution([0.996, 0.004]) == [0.99, 0.01]
+    assert round_distribution([1 / 3] * 3) == [0.34, 0.33, 0.33]
+    assert sum(round_distribution([0.123, 0.456, 0.421])) == pytest.approx(1.0)
+    many = round_distribution([1 / 80] * 80)  # 80 outcomes: two decimals' floor alone would sum to 0.8
+    assert sum(many) == pytest.approx(1.0) and min(many) > 0

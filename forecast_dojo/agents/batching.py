@@ -85,7 +85,7 @@ class _StopAfter:
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         new = input_ids.shape[1] - self.prompt_width
         for row in range(input_ids.shape[0]):
             if row in self.stopped_at:
@@ -288,6 +288,10 @@ class GenerationBatcher:
             fresh = len(request.ids) - length
             input_ids[row, total - fresh :] = ids[length:]
             attention_mask[row, total - fresh :] = 1
+        # a model on a GPU generates there, and its cached prefixes live there too
+        device = getattr(self.model, "device", None)
+        if device is not None:
+            input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         extra: dict[str, Any] = {}
         if cached:
             extra["cache"] = self._batch_cache(prefixes, cached)
@@ -332,8 +336,10 @@ class GenerationBatcher:
         layers = []
         for index, (keys0, values0) in enumerate(template.layers):
             heads, dim = keys0.shape[0], keys0.shape[-1]
-            keys = torch.zeros((len(prefixes), heads, width, dim), dtype=keys0.dtype)
-            values = torch.zeros((len(prefixes), heads, width, values0.shape[-1]), dtype=values0.dtype)
+            keys = torch.zeros((len(prefixes), heads, width, dim), dtype=keys0.dtype, device=keys0.device)
+            values = torch.zeros(
+                (len(prefixes), heads, width, values0.shape[-1]), dtype=values0.dtype, device=values0.device
+            )
             for row, (length, entry) in enumerate(prefixes):
                 if entry is not None and length:
                     keys[row, :, width - length :] = entry.layers[index][0][:, :length]
@@ -350,7 +356,9 @@ class GenerationBatcher:
         for row, (request, result) in enumerate(zip(batch, results, strict=True)):
             if request.session is None or not result:
                 continue
-            positions = torch.cat([mask[row].nonzero()[:, 0], torch.arange(width, width + len(result) - 1)])
+            positions = torch.cat(
+                [mask[row].nonzero()[:, 0], torch.arange(width, width + len(result) - 1, device=mask.device)]
+            )
             layers = [
                 (layer.keys[row][:, positions], layer.values[row][:, positions]) for layer in cache.layers
             ]

@@ -34,7 +34,7 @@ from typing import Any
 from forecast_dojo.agents.base import tool_call
 from forecast_dojo.agents.scripted import _SENTENCE, EvidenceAgent, _key_terms, _topic_words, favoured_outcome
 from forecast_dojo.notebook import notebook_value
-from forecast_dojo.scoring import softmax
+from forecast_dojo.scoring import round_distribution, softmax
 from forecast_dojo.spaces import Observation
 from forecast_dojo.tools import read_evidence
 
@@ -219,15 +219,6 @@ def fit_from_readings(
     )
 
 
-def round_distribution(probabilities: Sequence[float], digits: int = 2) -> list[float]:
-    """Probabilities rounded as a person writes them: ``digits`` decimals, none below 10^-digits, summing to 1."""
-    unit = 10**-digits
-    rounded = [max(round(p, digits), unit) for p in probabilities]
-    top = max(range(len(rounded)), key=lambda i: rounded[i])
-    rounded[top] = round(rounded[top] + 1.0 - sum(rounded), digits)
-    return rounded
-
-
 class HonestEvidenceAgent(EvidenceAgent):
     """Evidence reader whose cue weights come from a :class:`CueModel` fitted on training events.
 
@@ -340,7 +331,10 @@ class HonestEvidenceAgent(EvidenceAgent):
                     {"claim": f"favours {fav} [{sig}]", "date": day, "doc_ids": [doc_id]}
                     for doc_id, (fav, sig, day) in sorted(kept)
                 ]
-            arguments["notebook"] = notebook_value(arguments["probabilities"], claims)
+            # the compact teacher leaves the assessment to the env (the forecast its evidence comes to)
+            arguments["notebook"] = notebook_value(
+                None if self.compact else arguments["probabilities"], claims
+            )
         if self.compact:  # the verdicts that carry weight, copied as evidence: the env sums them
             rest = {key: value for key, value in arguments.items() if key != "probabilities"}
             action = tool_call("submit_forecast", evidence=evidence, **rest)

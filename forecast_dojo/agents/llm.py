@@ -172,12 +172,28 @@ def load_model(name_or_path: str | os.PathLike[str] = SMOLLM2, *, dtype: Any = N
     from transformers import AutoModelForCausalLM
 
     dtype = dtype or torch.float32
+    options = {"dtype": dtype, **_kernel_options()}
     if _is_smollm2(name_or_path):
         path = smollm2_path()
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, **options)
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(str(name_or_path), **options)
     return strip_quantization(model)
+
+
+def _kernel_options() -> dict[str, Any]:
+    """``use_kernels=False`` for transformers 5, unless ``USE_HUB_KERNELS`` says otherwise.
+
+    transformers 5 with the ``kernels`` package installed (``transformers`` 5.25 depends on it) swaps
+    layers for kernels it fetches from the Hub, at ``from_pretrained`` and again at ``model.train()``
+    on a GPU. Offline that fails ("not available in the local cache and Hugging Face Hub is in offline
+    mode", seen on an H200 machine, docs/training.md), and online it makes a model's numbers depend on
+    what the Hub serves that day. Set ``USE_HUB_KERNELS=YES`` to let transformers decide.
+    """
+    import transformers
+
+    major = int(transformers.__version__.split(".")[0])
+    return {"use_kernels": False} if major >= 5 and "USE_HUB_KERNELS" not in os.environ else {}
 
 
 def load_tokenizer(name_or_path: str | os.PathLike[str] = SMOLLM2) -> Any:
@@ -256,6 +272,8 @@ def pretrained_agent(
 ) -> TransformersAgent:
     """An agent on a saved checkpoint (or HF model id); the model is loaded once per path, dtype and process.
 
+    Where CUDA is available the model is put on the GPU and generates there.
+
     Args:
         path: the checkpoint directory, an HF model id, or ``"smollm2"``.
         dtype: ``"float32"``, ``"bfloat16"`` or ``"auto"`` (bfloat16 where it runs natively, see
@@ -317,6 +335,8 @@ def _load_pretrained(path: str, dtype: str = "float32") -> tuple[Any, Any]:
     dtype = resolve_dtype(dtype)
     model = load_model(path, dtype=dtypes[dtype])
     model.eval()
+    if torch.cuda.is_available():  # the GPU recipe: `forecast-dojo run --agents hf:...` on a GPU machine
+        model.to("cuda")
     return model, load_tokenizer(path)
 
 

@@ -84,10 +84,16 @@ class ExperimentArguments:
         sft_batch_size: sequences per forward pass.
         sft_grad_accum: forward passes per optimizer step.
         sft_learning_rate: SFT peak learning rate.
-        sft_bf16: bfloat16 autocast in SFT (default: where bfloat16 is native, see
-            :func:`forecast_dojo.agents.llm.native_bfloat16`).
+        sft_bf16: bfloat16 autocast in SFT; None (the default): where bfloat16 is native on the machine
+            the stage runs on (:func:`forecast_dojo.agents.llm.native_bfloat16`), recorded in the stage's
+            marker. (A computed default was read as False by ``HfArgumentParser``, so every run of
+            ``training/experiment.py`` before 2026-12-04 trained in float32.)
         teacher_sample: play the teacher on a seeded sample of this many training events (0: all).
         eval_events: held-out events to evaluate (empty: all of them).
+        eval_base: play the base model in the ``eval`` stage (``--eval_base false`` leaves it out, and
+            ``learning.json``'s ``base`` entry then has no steps: for a rerun whose base-model prompts
+            are unchanged, since a base SmolLM2 writes up to the reply budget every turn, about 90 min
+            for its 93 memory-free steps on a 2-core CPU).
         eval_modes: the memory modes of the evaluations (``none``, ``notebook``; default both).
         base_eval_modes: the memory modes of the base model's evaluation (empty: ``eval_modes``); e.g.
             ``none`` while the SFT and GRPO models play both, where the base model's memory-on evaluation
@@ -127,10 +133,11 @@ class ExperimentArguments:
     sft_batch_size: int = 1
     sft_grad_accum: int = 4
     sft_learning_rate: float = 2e-4
-    sft_bf16: bool = field(default_factory=lambda: _native_bfloat16())
+    sft_bf16: bool | None = None
     eval_events: list[str] = field(default_factory=list)
     eval_modes: list[str] = field(default_factory=lambda: list(MODES))
     base_eval_modes: list[str] = field(default_factory=list)
+    eval_base: bool = True
     eval_sample: int = 0
     eval_concurrency: int = 24
     eval_dtype: str = "auto"
@@ -347,7 +354,7 @@ def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         gradient_accumulation_steps=args.sft_grad_accum,
         learning_rate=args.sft_learning_rate,
         max_length=args.max_tokens,
-        bf16=args.sft_bf16,
+        bf16=_native_bfloat16() if args.sft_bf16 is None else args.sft_bf16,
         seed=args.seed,
         logging_steps=1,
     )
@@ -361,7 +368,8 @@ def stage_sft(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         )
     extra_sft["extra"] = {**SFT_CHECKPOINTS, **given}
     summary = _train(sft, extra_sft, train_sft, layout.sft_model / "sft_run.json")
-    return {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
+    numbers = {key: summary.get(key) for key in ("rows", "global_step", "training_loss", "wall_seconds")}
+    return {**numbers, "bf16": sft.bf16}
 
 
 def _eval_argv(
@@ -384,7 +392,9 @@ def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """
     models = [args.model, str(layout.sft_model)]
     base_modes = args.base_eval_modes or args.eval_modes
-    if list(base_modes) == list(args.eval_modes):
+    if not args.eval_base:  # the SFT model alone (learning.json's base entry then has no steps)
+        _cli(_eval_argv(args, layout, layout.eval, models[1:]))
+    elif list(base_modes) == list(args.eval_modes):
         _cli(_eval_argv(args, layout, layout.eval, models))
     else:
         _cli(_eval_argv(args, layout, layout.eval, models[:1], base_modes))

@@ -1,6 +1,6 @@
 """Trajectory logs -> a Hugging Face dataset (parquet) that TRL's ``SFTTrainer`` reads with no glue.
 
-Each kept step record becomes one row: ``messages`` and ``tools`` (what ``SFTTrainer`` trains on,
+Each kept step record becomes one row: ``messages`` (through the last assistant turn) and ``tools`` (what ``SFTTrainer`` trains on,
 rendered by :data:`~forecast_dojo.agents.llm.TOOL_CHAT_TEMPLATE`) plus ``event_id``, ``step``,
 ``memory``, ``scores``, ``valid``, ``regret`` (against the synthetic oracle where it exists) and the
 record's provenance. Filters, in this order, each counted by reason:
@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,6 +314,17 @@ def encode_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return encoded
 
 
+def through_last_assistant_turn(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The transcript up to and including its last assistant turn.
+
+    What follows it (the tool's reply to the final ``submit_forecast``, "forecast recorded: ...") is
+    never trained on (``assistant_only_loss``), so it would only lengthen the row: 15-30 tokens of a
+    compact record. A transcript with no assistant turn is returned whole.
+    """
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=len(messages) - 1)
+    return [dict(m) for m in messages[: last + 1]]
+
+
 def _transcript_key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
@@ -328,7 +339,7 @@ def _row(
 ) -> dict[str, Any]:
     """One export row of a record (see :func:`sft_features`)."""
     return {
-        "messages": encode_messages([dict(m) for m in record.messages]),
+        "messages": encode_messages(through_last_assistant_turn(record.messages)),
         "tools": json.dumps(record.tools, ensure_ascii=False),
         "event_id": record.event_id,
         "step": int(record.step),

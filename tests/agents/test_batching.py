@@ -101,6 +101,22 @@ def test_replies_are_cut_after_their_stop_token():
     assert batcher.generate([1, 2], max_new_tokens=4) == [3, STOP]
 
 
+def test_inputs_go_to_the_models_device():
+    """A model on a GPU gets its batch there (``forecast-dojo run --agents hf:...`` on a GPU machine)."""
+    seen = []
+
+    class OnMeta:  # a model whose weights live on another device than the CPU
+        device = torch.device("meta")
+
+        def generate(self, input_ids, attention_mask, eos_token_id, pad_token_id, **options):
+            seen.append((input_ids.device.type, attention_mask.device.type))
+            return torch.tensor([[1, 2, 3, eos_token_id]] * input_ids.shape[0])
+
+    batcher = GenerationBatcher(OnMeta(), _Tokenizer(), stop_token_id=STOP, wait_s=0.0)
+    assert batcher.generate([1, 2], max_new_tokens=4) == [3, STOP]
+    assert seen == [("meta", "meta")]
+
+
 def test_an_error_reaches_every_caller_of_its_batch_and_the_batcher_goes_on(model):
     class Flaky:
         calls = 0

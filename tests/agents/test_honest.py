@@ -18,7 +18,6 @@ from forecast_dojo.agents.honest import (
     fit_from_readings,
     number,
     points,
-    round_distribution,
     tally_forecast,
 )
 from forecast_dojo.agents.scripted import CUE_WEIGHTS
@@ -49,12 +48,6 @@ def test_fit_recovers_a_known_likelihood_ratio():
     assert model.prior_for(["No", "Yes"]) == [0.5, 0.5]
     assert model.prior_for(["A", "B", "C"]) == pytest.approx([1 / 3] * 3)
     assert CueModel.from_json(model.to_json()) == model
-
-
-def test_round_distribution():
-    assert round_distribution([0.996, 0.004]) == [0.99, 0.01]
-    assert round_distribution([1 / 3] * 3) == [0.34, 0.33, 0.33]
-    assert sum(round_distribution([0.123, 0.456, 0.421])) == pytest.approx(1.0)
 
 
 def test_honest_agent_learns_from_training_events_and_writes_its_reasoning(make_synthetic_env):

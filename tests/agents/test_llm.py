@@ -273,3 +273,16 @@ def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(
     assert max(shared.batch_sizes) == len(events) and shared.batch_sizes[-1] < len(events)
     assert shared.stats.reused_tokens > 0.5 * shared.stats.prompt_tokens  # system prompt and earlier turns
     assert not shared._cache and not shared._live  # ended episodes freed their caches
+
+
+def test_hub_kernels_are_off_unless_the_user_asks_for_them(monkeypatch):
+    """transformers 5 fetched Hub kernels at from_pretrained and model.train(): offline, that failed on a GPU."""
+    import transformers
+
+    from forecast_dojo.agents.llm import _kernel_options
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    expected = {"use_kernels": False} if int(transformers.__version__.split(".")[0]) >= 5 else {}
+    assert _kernel_options() == expected
+    monkeypatch.setenv("USE_HUB_KERNELS", "YES")
+    assert _kernel_options() == {}

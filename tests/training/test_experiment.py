@@ -211,6 +211,20 @@ def test_the_base_model_can_leave_memory_on_out_while_the_sft_model_plays_both(t
     assert [modes_and_agents(argv) for argv in calls] == [
         (["hf:smollm2", f"hf:{layout.sft_model}"], ["none", "notebook"])  # the same modes: one run, as before
     ]
+    calls.clear()
+    experiment.stage_eval(ExperimentArguments(out=str(layout.root), eval_base=False), layout)
+    assert [modes_and_agents(argv) for argv in calls] == [([f"hf:{layout.sft_model}"], ["none", "notebook"])]
+
+
+def test_results_without_a_base_evaluation_leave_its_entry_empty(tmp_path, monkeypatch):
+    from forecast_dojo.evaluation import study
+    from forecast_dojo.training.experiment import summarize
+
+    monkeypatch.setattr(study, "study_rows", lambda folder: [])  # a study with no base rows
+    layout = Layout(tmp_path / "exp")
+    layout.eval.mkdir(parents=True)
+    summary = summarize(ExperimentArguments(out=str(layout.root), eval_base=False), layout)
+    assert summary["base"]["steps"] == 0 and summary["sft"]["steps"] == 0
 
 
 def test_a_folder_written_before_a_field_existed_reads_it_as_its_default(tmp_path):
@@ -237,6 +251,32 @@ def test_eval_modes_parse_from_the_command_line(tmp_path):
     )
     assert args.eval_modes == ["none"] and ExperimentArguments().eval_modes == ["none", "notebook"]
     assert args.base_eval_modes == ["none"] and ExperimentArguments().base_eval_modes == []
+
+
+def test_sft_bf16_reads_the_same_from_the_command_line_as_from_python(tmp_path, monkeypatch):
+    """A computed default was read as False by HfArgumentParser: every CLI run trained in float32."""
+    from transformers import HfArgumentParser
+
+    from forecast_dojo.training import experiment
+
+    parser = HfArgumentParser(ExperimentArguments)
+    (args,) = parser.parse_args_into_dataclasses(args=["--out", str(tmp_path)])
+    assert args.sft_bf16 is None and ExperimentArguments().sft_bf16 is None
+    (args,) = parser.parse_args_into_dataclasses(args=["--out", str(tmp_path), "--sft_bf16", "false"])
+    assert args.sft_bf16 is False
+    seen = {}
+
+    def fake_train(sft, extra, train, path):
+        seen["bf16"] = sft.bf16
+        return {"rows": 1}
+
+    monkeypatch.setattr(experiment, "_train", fake_train)
+    for native in (True, False):
+        monkeypatch.setattr(experiment, "_native_bfloat16", lambda native=native: native)
+        marker = experiment.stage_sft(ExperimentArguments(out=str(tmp_path)), Layout(tmp_path))
+        assert seen["bf16"] is native and marker["bf16"] is native
+    marker = experiment.stage_sft(ExperimentArguments(out=str(tmp_path), sft_bf16=False), Layout(tmp_path))
+    assert marker["bf16"] is False
 
 
 def test_unknown_stage_is_refused(tmp_path):

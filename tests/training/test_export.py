@@ -18,6 +18,7 @@ from forecast_dojo.training.export import (
     build_sft_rows,
     export_sft,
     load_sft_dataset,
+    through_last_assistant_turn,
     token_counter,
 )
 
@@ -61,7 +62,8 @@ def test_round_trip_keeps_every_record_exactly(teacher_log, tmp_path, tokenizer)
     records = log_records(log)
     assert len(loaded) == len(dataset) == len(records) == 7  # 3 harbor steps + 4 mayor steps
     for row, record in zip(loaded, records, strict=True):
-        assert decoded(row["messages"]) == record["messages"]
+        assert decoded(row["messages"]) == through_last_assistant_turn(record["messages"])
+        assert record["messages"][-1]["role"] == "tool" and row["messages"][-1]["role"] == "assistant"
         assert json.loads(row["tools"]) == record["tools"]
         assert (row["event_id"], row["step"], row["memory"]) == (
             record["event_id"],
@@ -71,13 +73,14 @@ def test_round_trip_keeps_every_record_exactly(teacher_log, tmp_path, tokenizer)
         assert row["scores"] == record["scores"] and row["valid"] == record["valid"]
         assert row["forecast"] == record["forecast"] and row["notebook_in"] == record["notebook_in"]
         assert row["regret"] is None  # no oracle outside the synthetic world
-    # What SFT renders from the export is what it would render from the log itself.
+    # What SFT renders from the export is what it would render from the log itself (through its last
+    # assistant turn: the reply to the final call is never trained on).
     from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE
 
     for row, record in zip(loaded, records, strict=True):
         a = tokenizer.apply_chat_template(row["messages"], chat_template=TOOL_CHAT_TEMPLATE, tokenize=False)
         b = tokenizer.apply_chat_template(
-            record["messages"], chat_template=TOOL_CHAT_TEMPLATE, tokenize=False
+            through_last_assistant_turn(record["messages"]), chat_template=TOOL_CHAT_TEMPLATE, tokenize=False
         )
         assert a == b
     meta = json.loads((tmp_path / "out" / "export.json").read_text())
@@ -196,7 +199,7 @@ def test_length_policy_shortens_tool_results_never_assistant_turns(teacher_log, 
     assert report.shortened_records >= 1 and report.kept + sum(report.dropped.values()) == 7
     for row in rows:
         assert count(row["messages"]) <= budget
-        original = originals[(row["event_id"], row["step"])]["messages"]
+        original = through_last_assistant_turn(originals[(row["event_id"], row["step"])]["messages"])
         assert len(row["messages"]) == len(original)
         for new, old in zip(row["messages"], original, strict=True):
             if new["role"] != "tool":
