@@ -73,7 +73,7 @@ def main() -> None:
     for name in args.dtypes:
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
         model, pad = load_model(args.model, dtype=dtype).eval(), tokenizer.pad_token_id or 0
-        ids = torch.tensor(prompts)
+        ids = torch.tensor(prompts, device=model.device)  # a model on a GPU generates there
         load = os.getloadavg()[0]
         started = time.perf_counter()
         with torch.no_grad():

@@ -9,8 +9,10 @@ with TRL's head, ``loss_head="trl"``: ``ours-trl-head`` against ``bare-trl`` is 
 share, ``ours`` against ``ours-trl-head`` the head's), ``ours-fp32`` (bf16 off), ``ours-bf16`` (bf16
 on), ``ours-b2`` (2 sequences per forward pass, 2 accumulation steps), ``ours-lora`` (rank 16) and
 ``ours-full-logits`` (the model's head at every position, as before 2026-12-03 afternoon: against
-``ours``, what running the head only where the next token is scored saves) and ``ours-gc``
-(gradient checkpointing: activations recomputed in the backward pass).
+``ours``, what running the head only where the next token is scored saves), ``ours-no-gc``
+(without gradient checkpointing, the default until 2026-12-04: against ``ours``, what recomputing
+the activations in the backward pass costs and saves), ``ours-gc`` (checkpointing whatever the
+default) and ``ours-gc-fp32`` (checkpointing in float32: no bfloat16 copies of the weights).
 
     python benchmarks/sft.py                 # SmolLM2-135M, 3 optimizer steps per configuration
     python benchmarks/sft.py --steps 5 --events 8 --max-length 1024 --export-max-tokens 2048
@@ -89,11 +91,13 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
         output_dir=out,
         max_steps=steps,
         max_length=max_length,
-        bf16={"ours-fp32": False, "ours-bf16": True}.get(mode, defaults.bf16),
+        bf16={"ours-fp32": False, "ours-gc-fp32": False, "ours-bf16": True}.get(mode, defaults.bf16),
         per_device_train_batch_size=2 if mode == "ours-b2" else defaults.per_device_train_batch_size,
         gradient_accumulation_steps=2 if mode == "ours-b2" else defaults.gradient_accumulation_steps,
         lora_rank=16 if mode == "ours-lora" else 0,
-        gradient_checkpointing=mode == "ours-gc",
+        gradient_checkpointing={"ours-gc": True, "ours-gc-fp32": True, "ours-no-gc": False}.get(
+            mode, defaults.gradient_checkpointing
+        ),
         loss_head="trl" if mode in ("bare-trl", "ours-trl-head") else defaults.loss_head,
         extra=extra,
     )
@@ -128,6 +132,7 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
         peft_config=peft_config(args),
     )
     setup = time.perf_counter() - t0  # loading the export + TRL's tokenization (bare: nothing to tokenize)
+    before_train_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2  # model, data, trainer
     t1 = time.perf_counter()
     trainer.train()
     train_wall = time.perf_counter() - t1
@@ -147,6 +152,7 @@ def child(mode: str, data: str, model: str, steps: int, out: str, max_length: in
             "train_s": train_wall,
             "step_s": step_times,
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
+            "peak_rss_before_train_gb": before_train_gb,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "load_average": os.getloadavg(),
         }
@@ -173,7 +179,7 @@ def main() -> int:
         "--modes",
         nargs="+",
         default=["ours", "ours-trl-head", "bare-trl", "ours-fp32", "ours-b2"],
-        help="ours, ours-full-logits, ours-gc, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 "
+        help="ours, ours-full-logits, ours-no-gc, ours-gc, ours-gc-fp32, ours-trl-head, bare-trl, ours-fp32, ours-bf16, ours-b2 "
         "(batch 2 x 2), ours-lora (rank 16)",
     )
     parser.add_argument("--child", nargs=4, metavar=("MODE", "DATA", "MODEL", "OUT"), help=argparse.SUPPRESS)

@@ -169,7 +169,7 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         (
             "--gradient_checkpointing --gradient-checkpointing",
             "gradient_checkpointing",
-            "False",
+            "True",
             "nargs=? type=parse_bool",
         ),
         ("--lora_rank --lora-rank", "lora_rank", "0", "type=int"),

@@ -47,7 +47,10 @@ class SFTArguments:
             prompt profile's budget; the default profile's records need 2,048).
         bf16: bfloat16 autocast (default: where bfloat16 is native, a GPU or a CPU with AMX/AVX-512
             BF16, where it was faster than float32, ``benchmarks/sft.py``; emulated elsewhere).
-        gradient_checkpointing: recompute activations in the backward pass (less memory, slower).
+        gradient_checkpointing: recompute activations in the backward pass (on by default, as in TRL's
+            ``SFTConfig``): at the compact defaults on a 2-core CPU, peak RSS 3.6-3.8 GiB against 4.3
+            without it, for 27 % more time per step (``benchmarks/sft.py``, docs/training.md); turn
+            it off where memory is plentiful and time is not.
         lora_rank: train a LoRA adapter of this rank (needs ``peft``) instead of every weight; 0: full.
         lora_alpha: LoRA scaling.
         lora_dropout: LoRA dropout.
@@ -74,7 +77,7 @@ class SFTArguments:
     warmup_ratio: float = 0.05
     max_length: int = 1024
     bf16: bool = field(default_factory=native_bfloat16)
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = True
     lora_rank: int = 0
     lora_alpha: int = 32
     lora_dropout: float = 0.05
@@ -117,14 +120,19 @@ def load_training_data(data: list[str], max_length: int, tokenizer: Any) -> Any:
     return dataset
 
 
-# Training cost on this machine's CPU (2 cores, quiet), seconds per token per parameter: SmolLM2-135M
-# (134.5 M parameters), 4 sequences of 1,857 tokens on average per optimizer step, 46.4 s per step with
-# bf16 autocast and 62.8 s in float32 (benchmarks/sft.py, docs/training.md). A step's cost grows about
+# Training cost on this machine's CPU (2 cores, quiet), seconds per token per parameter, without
+# gradient checkpointing: SmolLM2-135M (134.5 M parameters) at the compact defaults (batch 1 x 4,
+# 1,024 tokens, 842 tokens per sequence on average), 12.84 s per step with bf16 autocast
+# (benchmarks/sft.py ``ours-no-gc``, 2026-12-04); float32 23.78 s per step with checkpointing
+# (``ours-fp32``, 2026-12-05), divided by the checkpointing factor below. A step's cost grows about
 # linearly with tokens and parameters; shared cores make it slower.
-_BENCH_TOKENS_PER_STEP = 4 * 90_980 / 49
+_BENCH_TOKENS_PER_STEP = 4 * 32_836 / 39
+# Gradient checkpointing recomputes the forward pass in the backward one: time per step with it over
+# time without it (``ours``, 16.36 s, against ``ours-no-gc``, 12.84 s, in one run).
+GRADIENT_CHECKPOINTING_TIME = 16.36 / 12.84
 CPU_SECONDS_PER_TOKEN_PARAM = {
-    True: 46.39 / (_BENCH_TOKENS_PER_STEP * 134.5e6),
-    False: 62.76 / (_BENCH_TOKENS_PER_STEP * 134.5e6),
+    True: 12.84 / (_BENCH_TOKENS_PER_STEP * 134.5e6),
+    False: 23.78 / GRADIENT_CHECKPOINTING_TIME / (_BENCH_TOKENS_PER_STEP * 134.5e6),
 }
 
 
@@ -198,6 +206,8 @@ def estimate_sft_cost(
     tokens = round(mean * sequences)
     on_cpu = args.use_cpu or not torch.cuda.is_available()
     seconds = tokens * n_parameters * CPU_SECONDS_PER_TOKEN_PARAM[bool(args.bf16)] if on_cpu else None
+    if seconds is not None and args.gradient_checkpointing:
+        seconds *= GRADIENT_CHECKPOINTING_TIME
     return SFTCost(steps, sequences, tokens, mean, seconds)
 
 

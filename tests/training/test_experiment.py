@@ -268,6 +268,7 @@ def test_sft_bf16_reads_the_same_from_the_command_line_as_from_python(tmp_path, 
 
     def fake_train(sft, extra, train, path):
         seen["bf16"] = sft.bf16
+        seen["gradient_checkpointing"] = sft.gradient_checkpointing
         return {"rows": 1}
 
     monkeypatch.setattr(experiment, "_train", fake_train)
@@ -277,6 +278,12 @@ def test_sft_bf16_reads_the_same_from_the_command_line_as_from_python(tmp_path, 
         assert seen["bf16"] is native and marker["bf16"] is native
     marker = experiment.stage_sft(ExperimentArguments(out=str(tmp_path), sft_bf16=False), Layout(tmp_path))
     assert marker["bf16"] is False
+    # the stage is time-bound: no gradient checkpointing unless asked (SFTArguments' default is on)
+    assert seen["gradient_checkpointing"] is False and marker["gradient_checkpointing"] is False
+    (args,) = parser.parse_args_into_dataclasses(
+        args=["--out", str(tmp_path), "--sft_gradient_checkpointing", "true"]
+    )
+    assert experiment.stage_sft(args, Layout(tmp_path))["gradient_checkpointing"] is True
 
 
 def test_unknown_stage_is_refused(tmp_path):

@@ -187,7 +187,7 @@ def test_sft_script_smoke(teacher_log, tiny_model_dir, tmp_path):
 def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, tokenizer, tmp_path):
     from forecast_dojo.agents.llm import native_bfloat16
     from forecast_dojo.training.export import ExportConfig, export_sft
-    from forecast_dojo.training.sft import SFTArguments, estimate_sft_cost
+    from forecast_dojo.training.sft import GRADIENT_CHECKPOINTING_TIME, SFTArguments, estimate_sft_cost
 
     dataset = export_sft(
         teacher_log(), tmp_path / "data", ExportConfig(max_tokens=2048, assume_all_training=True)
@@ -195,8 +195,13 @@ def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, toke
     rows = len(dataset)
     assert rows > 0
     defaults = SFTArguments()
-    # the compact CPU defaults; bf16 only where it is native (emulated, and slower, on AVX2-only CPUs)
-    assert (defaults.max_length, defaults.bf16) == (1024, native_bfloat16())
+    # the compact CPU defaults; bf16 only where it is native (emulated, and slower, on AVX2-only CPUs);
+    # gradient checkpointing on, as in TRL's SFTConfig (the 4 GB memory goal of issue 17)
+    assert (defaults.max_length, defaults.bf16, defaults.gradient_checkpointing) == (
+        1024,
+        native_bfloat16(),
+        True,
+    )
     by_steps = estimate_sft_cost(
         SFTArguments(max_steps=5, bf16=True), dataset, tokenizer, 135_000_000, sample=rows
     )
@@ -213,6 +218,11 @@ def test_sft_cost_is_estimated_from_the_data_and_the_arguments(teacher_log, toke
     small = estimate_sft_cost(SFTArguments(max_steps=5, bf16=True), dataset, tokenizer, 3_000_000)
     assert fp32.seconds is not None and small.seconds is not None
     assert fp32.seconds > by_steps.seconds > small.seconds
+    no_gc = estimate_sft_cost(
+        SFTArguments(max_steps=5, bf16=True, gradient_checkpointing=False), dataset, tokenizer, 135_000_000
+    )
+    assert no_gc.tokens == by_steps.tokens and no_gc.seconds is not None
+    assert by_steps.seconds == pytest.approx(no_gc.seconds * GRADIENT_CHECKPOINTING_TIME)
 
 
 def test_model_head_loss_equals_trls_fused_head_on_the_same_batch(
