@@ -41,18 +41,6 @@ def _normalize(matrix: np.ndarray) -> np.ndarray:
 
 
 @contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@contextmanager
 def _quiet_weight_loading() -> Iterator[None]:
     """Transformers' progress bars (its "Loading weights" bar) off for the block, as they were after it."""
     from transformers.utils import logging as hf_logging
@@ -87,18 +75,22 @@ class MiniLMEmbedder:
         self.model.max_seq_length = max_seq_length
 
     def encode(self, texts: list[str], *, batch_size: int = 64, progress: bool = False) -> np.ndarray:
-        """Embed ``texts`` with MiniLM as unit-norm float32 rows (one thread for a handful of texts)."""
+        """Embed ``texts`` with MiniLM as unit-norm float32 rows.
+
+        Torch's thread count is left as it is: it belongs to the whole process. (Until 2026-12-05 this
+        set one thread for a handful of texts and put the old count back after; with episodes
+        searching from many threads, one thread's restore could put back another's 1, and a local
+        model generating in the same process then ran on one core of two, ``benchmarks/rollouts.py``.)
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        threads = 1 if len(texts) <= 4 else os.cpu_count() or 1
-        with _torch_threads(threads):
-            vectors = self.model.encode(
-                _clean(texts),
-                batch_size=batch_size,
-                show_progress_bar=progress,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-            )
+        vectors = self.model.encode(
+            _clean(texts),
+            batch_size=batch_size,
+            show_progress_bar=progress,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
         return np.asarray(vectors, dtype=np.float32)
 
 

@@ -71,6 +71,36 @@ def test_minilm_encodes_offline_and_normalized() -> None:
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
+def test_minilm_leaves_torchs_thread_count_alone_under_concurrent_searches() -> None:
+    """Episodes search from many threads while a local model generates in the same process: encoding
+    must not change the process-wide thread count (setting it per call and putting it back raced, and
+    left every later thread, the generating one included, on one core)."""
+    import threading
+
+    torch = pytest.importorskip("torch")
+    embedder = MiniLMEmbedder(max_seq_length=32)
+
+    def threads_seen_by_a_new_thread() -> int:
+        seen: list[int] = []
+        reader = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+        reader.start()
+        reader.join()
+        return seen[0]
+
+    before = threads_seen_by_a_new_thread()
+
+    def search(i: int) -> None:
+        for j in range(10):
+            embedder.encode([f"query {i} {j}"])
+
+    searchers = [threading.Thread(target=search, args=(i,)) for i in range(6)]
+    for t in searchers:
+        t.start()
+    for t in searchers:
+        t.join(timeout=120)
+    assert threads_seen_by_a_new_thread() == before
+
+
 @pytest.mark.slow
 def test_distilling_says_what_it_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     distill_static_minilm(tmp_path / "tiny", dims=8, max_tokens=200, progress=False)
