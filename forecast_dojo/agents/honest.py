@@ -492,6 +492,64 @@ def explain_compact(
     return "\n".join(lines) or "No reports found."
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict line of the compact teacher's final turn (:func:`explain_compact`), as read back.
+
+    Attributes:
+        doc_id: the document judged.
+        outcome: the outcome the report favours; None for "no bearing".
+        signature: the cue signature named; None for "no weight" and "no bearing".
+        points: the points given; None for "no weight" and "no bearing".
+    """
+
+    doc_id: str
+    outcome: str | None = None
+    signature: str | None = None
+    points: float | None = None
+
+    @property
+    def weighed(self) -> bool:
+        """Whether the verdict carries points (what ``submit_forecast(evidence=...)`` should copy)."""
+        return self.points is not None
+
+
+_VERDICT = re.compile(
+    r"(?P<doc>\S+?): (?:(?P<none>no bearing)"
+    r"|(?P<label>.+?) \('(?P<signature>[^']*)', (?P<points>[+-]\d+(?:\.\d+)?)\)"
+    r"|(?P<unweighed>.+?), no weight)\."
+)
+# where one verdict of a ``Notes:`` line ends and the next begins
+_NEXT_VERDICT = re.compile(r"(?<=\)\.) |(?<=no bearing\.) |(?<=no weight\.) ")
+
+
+def parse_verdicts(text: str) -> list[Verdict]:
+    """Read the verdicts of a compact final turn written by the teacher or a student that imitates it.
+
+    The inverse of :func:`explain_compact` for its verdict lines (one per hit, then those joined on
+    the ``Notes:`` line), in the order written. A line that is not a verdict is skipped, so a
+    student's malformed line reads as no verdict for its document; a document judged twice keeps its
+    first verdict.
+    """
+    verdicts: dict[str, Verdict] = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        segments = _NEXT_VERDICT.split(line[len("Notes: ") :]) if line.startswith("Notes: ") else [line]
+        for segment in segments:
+            match = _VERDICT.fullmatch(segment)
+            if match is None:
+                continue
+            doc_id = match["doc"]
+            if match["none"]:
+                verdict = Verdict(doc_id)
+            elif match["label"] is not None:
+                verdict = Verdict(doc_id, match["label"], match["signature"], float(match["points"]))
+            else:
+                verdict = Verdict(doc_id, match["unweighed"])
+            verdicts.setdefault(doc_id, verdict)
+    return list(verdicts.values())
+
+
 def fit_cue_model(
     env: Any,
     event_ids: Sequence[str],

@@ -265,3 +265,45 @@ def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_one
     text = explain_compact(["A", "B"], ledger, model, ["d2", "d3"])
     assert text.splitlines() == ["d2: A ('leak', +2).", "d3: A ('denial', -1)."]
     assert compact_evidence(["A", "B"], ledger, model, ["d2", "d3"]) == [["A", 2], ["A", -1]]
+
+
+def test_verdicts_read_back_what_the_compact_turn_wrote():
+    from forecast_dojo.agents.honest import (
+        CueModel,
+        Verdict,
+        compact_evidence,
+        explain_compact,
+        parse_verdicts,
+    )
+
+    model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5), "denial": math.log(1 / 3)})
+    labels = ["St. Anne: the port", "B", "C"]  # a label with a period and a colon
+    ledger = {
+        "d2": (0, "leak", "2031-01-02"),
+        "d3": (1, "rumour", "2031-01-03"),
+        "d4": (1, "gossip", "2031-01-01"),
+        "d5": (2, "denial", "2031-01-04"),
+        "wiki:7": (0, "leak", "2030-12-30"),  # carried by the notebook: on the Notes line
+        "d0": (2, "rumour", "2030-12-29"),
+    }
+    text = explain_compact(labels, ledger, model, ["d1", "d2", "d3", "d4", "d5"])
+    verdicts = parse_verdicts(text)
+    assert verdicts == [
+        Verdict("d1"),
+        Verdict("d2", "St. Anne: the port", "leak", 2.0),
+        Verdict("d3", "B", "rumour", 0.5),
+        Verdict("d4", "B"),
+        Verdict("d5", "C", "denial", -1.0),
+        Verdict("d0", "C", "rumour", 0.5),
+        Verdict("wiki:7", "St. Anne: the port", "leak", 2.0),
+    ]
+    # the weighed verdicts are exactly what the turn's call copies
+    assert [[v.outcome, v.points] for v in verdicts if v.weighed] == compact_evidence(
+        labels, ledger, model, ["d1", "d2", "d3", "d4", "d5"]
+    )
+    # what a student may write instead: malformed lines are no verdict; a repeated document keeps its first
+    student = (
+        "d1: Yes ('leak' +2).\nd2: no bearing.\nd2: B ('leak', +2).\nI think d3 matters.\nd4: B, no weight"
+    )
+    assert parse_verdicts(student) == [Verdict("d2")]
+    assert parse_verdicts("") == [] and parse_verdicts("No reports found.") == []
