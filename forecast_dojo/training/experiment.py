@@ -20,7 +20,8 @@ and a finished one costs nothing. Stages, in order:
 6. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
 7. ``eval-grpo``: the GRPO model on the same held-out steps.
 8. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
-   oracle with event-bootstrap intervals, memory-on minus memory-free, tokens, wall times) and a
+   oracle with event-bootstrap intervals, memory-on minus memory-free, SFT minus base and GRPO minus
+   SFT paired on the same steps, tokens, wall times) and a
    learning-curve figure, written from the logs and checkpoints, never by hand.
 """
 
@@ -99,12 +100,14 @@ class ExperimentArguments:
         eval_events: held-out events to evaluate (empty: all of them).
         eval_base: play the base model in the ``eval`` stage (``--eval_base false`` leaves it out, and
             ``learning.json``'s ``base`` entry then has no steps: for a rerun whose base-model prompts
-            are unchanged, since a base SmolLM2 writes up to the reply budget every turn, about 90 min
-            for its 93 memory-free steps on a 2-core CPU).
+            are unchanged, since a base SmolLM2 writes up to the reply budget every turn: 37 min for
+            its 93 memory-free steps on 2 AMX cores in the sixteenth run of docs/training.md).
         eval_modes: the memory modes of the evaluations (``none``, ``notebook``; default both).
-        base_eval_modes: the memory modes of the base model's evaluation (empty: ``eval_modes``); e.g.
-            ``none`` while the SFT and GRPO models play both, where the base model's memory-on evaluation
-            costs hours (a base SmolLM2 calls no tool and writes up to the reply budget every turn).
+        base_eval_modes: the memory modes of the base model's evaluation (empty: ``eval_modes``). The
+            default, ``none`` while the SFT and GRPO models play both, keeps the experiment within its
+            two hours: the base model's memory-on evaluation costs hours on a CPU (a base SmolLM2 calls
+            no tool and writes up to the reply budget every turn, and an event's memory-on steps run in
+            order). Folders written before 2026-12-06 recorded none and used ``eval_modes``.
         eval_sample: evaluate a seeded sample of this many held-out events (0: all).
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
@@ -144,7 +147,7 @@ class ExperimentArguments:
     sft_gradient_checkpointing: bool = False
     eval_events: list[str] = field(default_factory=list)
     eval_modes: list[str] = field(default_factory=lambda: list(MODES))
-    base_eval_modes: list[str] = field(default_factory=list)
+    base_eval_modes: list[str] = field(default_factory=lambda: ["none"])
     eval_base: bool = True
     eval_sample: int = 0
     eval_concurrency: int = 32
@@ -486,6 +489,7 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
             diff = metrics.paired_difference(rows, (agent, "notebook"), (agent, "none"), "brier")
             entry["notebook_minus_none"] = [diff["mean"], *diff["ci"]]
         out[key] = entry
+    out["effects"] = _effects(rows, {key: entry["agent"] for key, entry in out.items()})
     grpo_marker = layout.marker("grpo")
     if grpo_marker.is_file():  # GRPO's training numbers, whether or not its evaluation ran
         trained = json.loads(grpo_marker.read_text())
@@ -501,8 +505,37 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         **out,
         "stage_wall_s": stages,
         "conventions": "Brier = multiclass Brier loss (lower is better); headline numbers are memory-free ('none'); "
-        "intervals are 95 % event-bootstrap; brier_minus_uniform and regret are paired on identical steps.",
+        "intervals are 95 % event-bootstrap; brier_minus_uniform, regret and effects (Brier of the later model minus the "
+        "earlier one, per memory mode: negative = the later model is better) are paired on identical steps.",
     }
+
+
+# What each training stage changed: (later model, earlier model), paired on the steps both played.
+EFFECTS = {"sft_minus_base": ("sft", "base"), "grpo_minus_sft": ("grpo", "sft")}
+
+
+def _effects(rows: Sequence[dict[str, Any]], agents: dict[str, str]) -> dict[str, Any]:
+    """Per effect of :data:`EFFECTS` and memory mode: Brier of the later model minus the earlier one.
+
+    ``[mean, lo, hi]`` over the steps both models played in that mode (identical event, step and
+    rollout), with an event-bootstrap 95 % interval (negative: the later model is better); a mode
+    either model did not play is left out.
+    """
+    from forecast_dojo.evaluation import metrics
+
+    effects: dict[str, Any] = {}
+    for name, (later, earlier) in EFFECTS.items():
+        if later not in agents or earlier not in agents:
+            continue
+        per_mode = {}
+        for mode in MODES:
+            with contextlib.suppress(ValueError):  # no step played by both
+                diff = metrics.paired_difference(
+                    rows, (agents[later], mode), (agents[earlier], mode), "brier"
+                )
+                per_mode[mode] = [diff["mean"], *diff["ci"]]
+        effects[name] = per_mode
+    return effects
 
 
 def _model_numbers(rows: Sequence[dict[str, Any]], forecaster: tuple[str, str]) -> dict[str, Any]:
@@ -608,6 +641,10 @@ def _stages_reading(name: str) -> tuple[str, ...]:
     return STAGES
 
 
+# Fields whose default changed: what a folder that does not record them used.
+_DEFAULTS_OF_OLDER_FOLDERS: dict[str, Any] = {"base_eval_modes": []}
+
+
 def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
     """A folder holds one configuration: refuse arguments that differ for a stage that has started.
 
@@ -619,7 +656,7 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
     if layout.arguments.is_file():
         theirs = json.loads(layout.arguments.read_text())
         # a field added after the folder was written counts as its default there (what that run used)
-        defaults = dataclasses.asdict(ExperimentArguments())
+        defaults = {**dataclasses.asdict(ExperimentArguments()), **_DEFAULTS_OF_OLDER_FOLDERS}
         differ = sorted(k for k in mine if k != "results" and theirs.get(k, defaults[k]) != mine[k])
         started = {stage for stage in STAGES if layout.started(stage)}
         changed = [k for k in differ if started & set(_stages_reading(k))]
@@ -633,6 +670,13 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
             _write_json(layout.arguments, mine)
     else:
         _write_json(layout.arguments, mine)
+
+
+def _release_memory() -> None:
+    """Give back what a stage kept in this process: the evaluation's models and batchers, freed heap."""
+    from forecast_dojo.agents.llm import release_shared_models
+
+    release_shared_models()
 
 
 def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = None) -> dict[str, Any]:
@@ -663,6 +707,7 @@ def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = 
         print(f"[{stage}] running", flush=True)
         started = time.perf_counter()
         numbers = STAGE_FUNCTIONS[stage](args, layout)
+        _release_memory()  # the next stage starts from what this one leaves, not from its peak
         wall = round(time.perf_counter() - started, 1)
         _write_json(marker, {"stage": stage, "wall_s": wall, "load_avg": os.getloadavg(), **numbers})
         print(f"[{stage}] finished in {wall:.0f} s", flush=True)

@@ -217,6 +217,23 @@ def test_pretrained_agents_share_one_batcher_and_load_in_bfloat16(
         pretrained_agent(path, dtype="float8")
 
 
+def test_released_models_are_loaded_again_by_the_next_agent(tiny_model, tokenizer, tmp_path):
+    """`training/experiment.py` releases the evaluation's models before it trains GRPO in the same process."""
+    import weakref
+
+    from forecast_dojo.agents.llm import pretrained_agent, release_shared_models, save_checkpoint
+
+    path = save_checkpoint(tiny_model, tokenizer, tmp_path / "ckpt")
+    agent = pretrained_agent(path, batch_size=4, max_new_tokens=8)
+    model, batcher = weakref.ref(agent.model), weakref.ref(agent.batcher)
+    assert pretrained_agent(path, batch_size=4).model is model()  # kept for the next agent
+    del agent
+    release_shared_models()
+    assert model() is None and batcher() is None  # nothing holds them any more: their memory is free
+    again = pretrained_agent(path, batch_size=4, max_new_tokens=8)
+    assert again.batcher is not None and again.batcher.max_batch == 4
+
+
 def test_lockstep_episodes_give_the_same_greedy_turns_as_one_at_a_time(
     make_tiny_env, tiny_model, tokenizer, tmp_path
 ):

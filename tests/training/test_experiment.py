@@ -90,6 +90,9 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
         mean, low, high = entry["brier_minus_uniform"]
         assert low <= mean <= high
     assert learning["sft"]["agent"] != learning["base"]["agent"]
+    assert learning["base"]["modes"]["notebook"]["steps"] == 0  # the base model plays memory-free only
+    assert set(learning["effects"]["sft_minus_base"]) == {"none"}
+    assert set(learning["effects"]["grpo_minus_sft"]) == {"none", "notebook"}
     assert learning["grpo"]["training"]["global_step"] == 1  # GRPO's own numbers beside its evaluation
     assert learning["stage_wall_s"]["teacher"] is not None
 
@@ -230,7 +233,7 @@ def test_results_without_a_base_evaluation_leave_its_entry_empty(tmp_path, monke
 def test_a_folder_written_before_a_field_existed_reads_it_as_its_default(tmp_path):
     from forecast_dojo.training.experiment import _check_folder
 
-    args = ExperimentArguments(out=str(tmp_path / "exp"))
+    args = ExperimentArguments(out=str(tmp_path / "exp"), base_eval_modes=[])
     layout = Layout(args.out)
     layout.root.mkdir()
     older = dataclasses.asdict(args)
@@ -238,9 +241,9 @@ def test_a_folder_written_before_a_field_existed_reads_it_as_its_default(tmp_pat
     layout.arguments.write_text(json.dumps(older))
     layout.marker("eval").parent.mkdir(parents=True)
     layout.marker("eval").write_text("{}")  # the evaluation has started
-    _check_folder(args, layout)  # the default is what that folder's run used: accepted
-    with pytest.raises(ExperimentError, match="base_eval_modes"):
-        _check_folder(ExperimentArguments(out=args.out, base_eval_modes=["none"]), layout)
+    _check_folder(args, layout)  # what that folder's run used (the default then, []): accepted
+    with pytest.raises(ExperimentError, match="base_eval_modes"):  # today's default is not what it used
+        _check_folder(ExperimentArguments(out=args.out), layout)
 
 
 def test_eval_modes_parse_from_the_command_line(tmp_path):
@@ -250,7 +253,7 @@ def test_eval_modes_parse_from_the_command_line(tmp_path):
         args=["--out", str(tmp_path), "--eval_modes", "none", "--base_eval_modes", "none"]
     )
     assert args.eval_modes == ["none"] and ExperimentArguments().eval_modes == ["none", "notebook"]
-    assert args.base_eval_modes == ["none"] and ExperimentArguments().base_eval_modes == []
+    assert args.base_eval_modes == ["none"] and ExperimentArguments().base_eval_modes == ["none"]
 
 
 def test_sft_bf16_reads_the_same_from_the_command_line_as_from_python(tmp_path, monkeypatch):
@@ -300,3 +303,34 @@ def test_labels_of_logs_written_before_hashed_labels_are_found():
     assert _label("/runs/exp/sft-model", {"hf-sft-model"}) in (new, "hf-sft-model")
     assert _label("/runs/exp/sft-model", {"hf-sft-model"}) == "hf-sft-model" or new == "hf-sft-model"
     assert _label("/runs/exp/sft-model", set()) == new
+
+
+def test_effects_pair_each_model_with_the_one_it_was_trained_from_per_mode():
+    from forecast_dojo.training.experiment import _effects
+
+    def row(agent, memory, event_id, forecast):
+        return {
+            "agent": agent,
+            "memory": memory,
+            "event_id": event_id,
+            "step": 0,
+            "rollout": 0,
+            "forecast": forecast,
+            "outcome_index": 0,
+            "flags": [],
+        }
+
+    rows = []
+    for event_id in ("a", "b", "c"):
+        rows += [row("base", "none", event_id, [0.5, 0.5]), row("sft", "none", event_id, [0.75, 0.25])]
+        rows += [
+            row("sft", "notebook", event_id, [0.75, 0.25]),
+            row("grpo", "notebook", event_id, [1.0, 0.0]),
+        ]
+        rows.append(row("grpo", "none", event_id, [0.75, 0.25]))
+    effects = _effects(rows, {"base": "base", "sft": "sft", "grpo": "grpo"})
+    # Brier 0.5 -> 0.125 (sft), 0.125 -> 0 (grpo, memory-on), 0.125 -> 0.125 (grpo, memory-free)
+    assert effects["sft_minus_base"] == {"none": pytest.approx([-0.375, -0.375, -0.375])}
+    assert effects["grpo_minus_sft"]["notebook"] == pytest.approx([-0.125, -0.125, -0.125])
+    assert effects["grpo_minus_sft"]["none"] == pytest.approx([0.0, 0.0, 0.0])
+    assert _effects(rows, {"base": "base", "sft": "sft"}) == {"sft_minus_base": effects["sft_minus_base"]}
