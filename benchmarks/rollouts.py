@@ -1,12 +1,14 @@
 """Local rollouts: forecast steps and turns per minute of SmolLM2-135M playing synthetic episodes, env included.
 
-Baseline (same run, same episodes, same model): today's path, i.e. the code of a named git commit
-(default: the commit this branch started from) exported to a temporary folder, playing one episode
-at a time in float32. Against it, the lockstep path of this tree (``--concurrency`` 8 and 32,
-bfloat16 and float32 weights). Each configuration runs in a fresh subprocess through
-:func:`forecast_dojo.evaluation.study.run_study` (what ``forecast-dojo run --agents smollm2
---concurrency N --local-dtype D`` runs); the timer covers the study only (env resets and steps,
-prompt rendering, generation, logging), not loading the model or the world.
+Baseline (same run, same episodes, same model): the code of a named git commit
+(``--baseline-commit``, default: main before lockstep batching) exported to a temporary folder,
+playing one episode at a time in float32 (``main-c1-fp32``) or at ``--concurrency 32`` in bfloat16
+(``main-c32-bf16``). Against it, the lockstep path of this tree (``--concurrency`` 8, 32 and 64,
+bfloat16 and float32 weights). Since 2026-12-06 the memory-free episodes of a study are single
+forecast steps, so the steps of one event play side by side. Each configuration runs in a fresh
+subprocess through :func:`forecast_dojo.evaluation.study.run_study` (what ``forecast-dojo run
+--agents smollm2 --concurrency N --local-dtype D`` runs); the timer covers the study only (env
+resets and steps, prompt rendering, generation, logging), not loading the model or the world.
 
     python benchmarks/rollouts.py                                    # the table
     python benchmarks/rollouts.py --events 32 --max-turns 2 --modes c32-bf16 c32-fp32
@@ -41,6 +43,7 @@ MODES = {
     "c8-fp32": ("tree", 8, "float32"),
     "c32-bf16": ("tree", 32, "bfloat16"),
     "c32-fp32": ("tree", 32, "float32"),
+    "c64-bf16": ("tree", 64, "bfloat16"),
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
 }
 

@@ -108,7 +108,8 @@ class RunArguments:
     concurrency: int = option(
         1,
         parse=at_least(1),
-        help="episodes in flight: parallel requests to a server agent; for local models the batch size",
+        help="episodes in flight (memory-free: forecast steps, each its own): parallel requests to a server "
+        "agent; for local models the batch size",
     )
     no_python: bool = option(False, help="disable the python tool")
     prompt: str | None = option(

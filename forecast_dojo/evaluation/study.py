@@ -178,18 +178,29 @@ def _episode_seed(seed: int, index: int, rollout: int) -> int:
 def plan_episodes(
     directory: Path, events: Sequence[Event], rollouts: int, seed: int, memory: str
 ) -> tuple[list[Episode], int]:
-    """What is left to play of whole episodes in a log: (episodes, steps already logged for the plan).
+    """What is left to play of a log: (episodes, steps already logged for the plan).
 
-    Complete (event, rollout) episodes are skipped; a half-logged one continues by
+    Memory-free (``memory == "none"``), every forecast step is an episode of its own
+    (``Episode(..., start=step, single=True)``): nothing is carried between the steps of an event,
+    so they are independent and play side by side under ``concurrency``, and a log with gaps plays
+    exactly the steps it lacks. Memory-on, the steps of an (event, rollout) play in order as one
+    episode: complete episodes are skipped and a half-logged one continues by
     :func:`~forecast_dojo.evaluation.runner.resume_episode`, so no step is played twice.
     """
     status = log_status(directory)
+    logged = {(event_id, step, rollout) for _, event_id, step, rollout in status.keys}
     jobs, done = [], 0
     for index, event in enumerate(events):
         for rollout in range(rollouts):
             key = (event.id, rollout)
             episode_seed = _episode_seed(seed, index, rollout)
-            if key in status.complete:
+            if memory == "none":
+                for step in range(event.n_steps):
+                    if (event.id, step, rollout) in logged:
+                        done += 1
+                    else:
+                        jobs.append(Episode(event.id, rollout, episode_seed, step, single=True))
+            elif key in status.complete:
                 done += event.n_steps
             elif key in status.partial:
                 done += sum(1 for k in status.keys if k[1] == event.id and k[3] == rollout)
@@ -381,7 +392,8 @@ def run_study(
         make_env: ``make_env(mode, run_metadata)`` -> a new env for that mode, without a log directory.
         rollouts: episodes per (agent, mode, event).
         seed: base seed of the episodes.
-        concurrency: episodes in flight at once (threads, each with its own env); for server agents.
+        concurrency: episodes in flight at once (threads, each with its own env): parallel requests to
+            a server agent, the batch of a local model; memory-free, each forecast step is an episode.
         overwrite: delete the study's logs and start afresh.
         oracle: the synthetic world's oracle (for the ``notebook-oracle`` control).
         config: extra configuration stored in ``study.json`` (e.g. the spec).

@@ -4,7 +4,10 @@ Every stage writes its outputs under ``out`` and a marker ``out/stages/<stage>.j
 wall time, its numbers) when it has finished; a rerun skips every stage whose marker exists but
 ``results`` (recomputed from the logs in seconds, so a stage added later reaches ``learning.json``),
 and the stages that play episodes resume their own logs, so a stopped run continues where it stopped
-and a finished one costs nothing. Stages, in order:
+and a finished one costs nothing. A folder may be moved or copied and continued from its new place: its
+location is not part of its configuration, and the evaluation markers record the label each model
+was played under (labels hash a checkpoint's path), so the results find the steps already played.
+Stages, in order:
 
 1. ``spec``: the environment of the whole experiment, written once as ``out/spec.toml``: the synthetic
    world (its 20 held-out events unchanged) with ``train_events`` extra training events, the prompt profile
@@ -411,7 +414,8 @@ def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     else:
         _cli(_eval_argv(args, layout, layout.eval, models[:1], base_modes))
         _cli(_eval_argv(args, layout, layout.eval, models[1:]))
-    return {"records": _count_records(layout.eval)}
+    agents = {"sft": _label(models[1])} | ({"base": _label(models[0])} if args.eval_base else {})
+    return {"records": _count_records(layout.eval), "agents": agents}
 
 
 def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
@@ -442,7 +446,7 @@ def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
 def stage_eval_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The GRPO model on the same held-out events."""
     _cli(_eval_argv(args, layout, layout.eval_grpo, [str(layout.grpo_model)]))
-    return {"records": _count_records(layout.eval_grpo)}
+    return {"records": _count_records(layout.eval_grpo), "agents": {"grpo": _label(str(layout.grpo_model))}}
 
 
 def _count_records(study: Path) -> int:
@@ -468,6 +472,21 @@ def _label(model: str, present: set[str] | frozenset[str] = frozenset()) -> str:
     return next((c for c in (label, legacy) if c in present), label)
 
 
+def _played_agents(layout: Layout) -> dict[str, str]:
+    """The agent label each model was evaluated under, as the evaluation stages' markers record it.
+
+    A label hashes the checkpoint's path, so a folder copied or moved after its evaluation would
+    look its models up under new labels and find no steps; the markers keep the labels played.
+    Markers written before they recorded labels give none (the labels are then computed).
+    """
+    played: dict[str, str] = {}
+    for stage in ("eval", "eval-grpo"):
+        marker = layout.marker(stage)
+        if marker.is_file():
+            played.update(json.loads(marker.read_text()).get("agents") or {})
+    return played
+
+
 def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The experiment's numbers from its evaluation logs (see the module docstring)."""
     from forecast_dojo.evaluation import metrics
@@ -478,9 +497,10 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     models = {"base": args.model, "sft": str(layout.sft_model)}
     if layout.eval_grpo.is_dir():
         models["grpo"] = str(layout.grpo_model)
+    played = _played_agents(layout)
     out: dict[str, Any] = {}
     for key, model in models.items():
-        agent = _label(model, {metrics.forecaster(row)[0] for row in rows})
+        agent = played.get(key) or _label(model, {metrics.forecaster(row)[0] for row in rows})
         per_mode = {mode: _model_numbers(rows, (agent, mode)) for mode in MODES}
         entry = dict(per_mode["none"])  # the headline: memory-free
         entry["agent"] = agent
@@ -645,6 +665,10 @@ def _stages_reading(name: str) -> tuple[str, ...]:
 _DEFAULTS_OF_OLDER_FOLDERS: dict[str, Any] = {"base_eval_modes": []}
 
 
+# Where the folder and its results are, not what they hold: a folder moved or copied elsewhere continues.
+_LOCATION_FIELDS = ("out", "results")
+
+
 def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
     """A folder holds one configuration: refuse arguments that differ for a stage that has started.
 
@@ -657,7 +681,9 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
         theirs = json.loads(layout.arguments.read_text())
         # a field added after the folder was written counts as its default there (what that run used)
         defaults = {**dataclasses.asdict(ExperimentArguments()), **_DEFAULTS_OF_OLDER_FOLDERS}
-        differ = sorted(k for k in mine if k != "results" and theirs.get(k, defaults[k]) != mine[k])
+        differ = sorted(
+            k for k in mine if k not in _LOCATION_FIELDS and theirs.get(k, defaults[k]) != mine[k]
+        )
         started = {stage for stage in STAGES if layout.started(stage)}
         changed = [k for k in differ if started & set(_stages_reading(k))]
         if changed:
@@ -667,6 +693,8 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
             )
         if differ:
             print(f"arguments of stages not yet run changed: {', '.join(differ)}", flush=True)
+            _write_json(layout.arguments, mine)
+        elif any(theirs.get(k) != mine[k] for k in _LOCATION_FIELDS):  # a moved or copied folder
             _write_json(layout.arguments, mine)
     else:
         _write_json(layout.arguments, mine)

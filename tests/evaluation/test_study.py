@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -102,6 +103,65 @@ def test_concurrent_study_logs_every_step_once(make_synthetic_env, tmp_path):
     run_study(sequential, {"e": lambda env: EvidenceAgent()}, ["none"], events, make, progress=False)
     by_key = {(r.event_id, r.step): r.forecast for r in load_records(tmp_path / "e-none")}
     assert by_key == {(r.event_id, r.step): r.forecast for r in load_records(sequential / "e-none")}
+
+
+def test_memory_free_steps_of_one_event_play_side_by_side(make_synthetic_env, tmp_path):
+    make = make_env_factory(make_synthetic_env)
+    event = max(make("none", {}).events, key=lambda e: e.n_steps)
+    assert event.n_steps >= 2
+    # every step's agent waits until all of them have started: only steps played at once get through
+    barrier = threading.Barrier(event.n_steps, timeout=20)
+
+    class Together(EvidenceAgent):
+        started = False
+
+        def act(self, observation):
+            if not self.started:
+                self.started = True
+                barrier.wait()
+            return super().act(observation)
+
+    result = run_study(
+        tmp_path,
+        {"t": lambda env: Together()},
+        ["none"],
+        [event],
+        make,
+        concurrency=event.n_steps,
+        progress=False,
+    )
+    assert result["played"] == event.n_steps
+    assert sorted(keys(tmp_path / "t-none")) == [(event.id, s, 0) for s in range(event.n_steps)]
+    sequential = tmp_path / "seq"
+    run_study(sequential, {"e": lambda env: EvidenceAgent()}, ["none"], [event], make, progress=False)
+    assert {r.step: r.forecast for r in load_records(tmp_path / "t-none")} == {
+        r.step: r.forecast for r in load_records(sequential / "e-none")
+    }
+
+
+def test_memory_free_log_with_a_gap_plays_only_the_missing_steps(make_synthetic_env, tmp_path):
+    make = make_env_factory(make_synthetic_env)
+    events = sorted(make("none", {}).events, key=lambda e: -e.n_steps)[:2]
+    assert events[0].n_steps >= 3
+    agents = {"e": lambda env: EvidenceAgent()}
+    run_study(tmp_path, agents, ["none"], events, make, progress=False)
+    steps_file = tmp_path / "e-none" / "steps.jsonl"
+    complete = steps_file.read_text().splitlines(keepends=True)
+    gap = (events[0].id, 1, 0)
+    rows = [json.loads(line) for line in complete]
+    kept = [
+        line
+        for line, r in zip(complete, rows, strict=True)
+        if (r["event_id"], r["step"], r["rollout"]) != gap
+    ]
+    assert len(kept) == len(complete) - 1
+    steps_file.write_text("".join(kept))
+    result = run_study(tmp_path, agents, ["none"], events, make, progress=False)
+    assert result == {"played": 1, "reused": len(complete) - 1, "logs": result["logs"]}
+    final = keys(tmp_path / "e-none")
+    assert len(final) == len(set(final)) == len(complete) and final[-1] == gap
+    before = {(r["event_id"], r["step"]): r["forecast"] for r in rows}
+    assert {(r.event_id, r.step): r.forecast for r in load_records(tmp_path / "e-none")} == before
 
 
 def test_notebook_controls_replay_single_steps(make_synthetic_env, tmp_path):

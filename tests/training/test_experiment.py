@@ -103,6 +103,25 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
     assert all(f"[{s}] done already" in third.stdout for s in STAGES if s != "results")
     assert "[results] running" in third.stdout
 
+    # The folder moved elsewhere continues there: nothing is played again, and the results find the
+    # steps played under the checkpoints' old paths (labels hash a checkpoint's path).
+    moved, moved_results = tmp_path / "moved", tmp_path / "moved.json"
+    out.rename(moved)
+    fourth = subprocess.run(
+        _argv(moved, tiny_model_dir, moved_results),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert fourth.returncode == 0, fourth.stdout[-3000:] + fourth.stderr[-3000:]
+    assert all(f"[{s}] done already" in fourth.stdout for s in STAGES if s != "results")
+    after_move = json.loads(moved_results.read_text())
+    for key in ("base", "sft", "grpo", "effects"):
+        assert after_move[key] == learning[key]
+    assert json.loads(Layout(moved).arguments.read_text())["out"] == str(moved)
+
 
 def test_a_folder_refuses_another_configuration(tmp_path):
     out = tmp_path / "exp"
@@ -292,6 +311,62 @@ def test_sft_bf16_reads_the_same_from_the_command_line_as_from_python(tmp_path, 
 def test_unknown_stage_is_refused(tmp_path):
     with pytest.raises(ExperimentError, match="unknown stage"):
         run_experiment(ExperimentArguments(out=str(tmp_path / "exp")), stages=["sft", "tune"])
+
+
+def test_results_read_the_labels_the_evaluations_recorded(tmp_path, monkeypatch):
+    from forecast_dojo.evaluation import study
+    from forecast_dojo.training.experiment import summarize
+
+    # Logs played under labels of another path (the folder was moved after its evaluations).
+    rows = [
+        {
+            "agent": agent,
+            "memory": "none",
+            "event_id": e,
+            "step": 0,
+            "rollout": 0,
+            "forecast": [0.5, 0.5],
+            "outcome_index": 0,
+            "flags": [],
+            "valid": True,
+            "score_brier": -0.5,
+            "wall_s": 1.0,
+            "tokens": {"prompt_tokens": 10, "completion_tokens": 2},
+        }
+        for agent in ("hf-sft-model-aaaaaa", "hf-grpo-model-bbbbbb")
+        for e in ("a", "b")
+    ]
+    monkeypatch.setattr(study, "study_rows", lambda folder: rows if folder.name == "eval" else [])
+    layout = Layout(tmp_path / "exp")
+    layout.eval.mkdir(parents=True)
+    layout.eval_grpo.mkdir(parents=True)
+    args = ExperimentArguments(out=str(layout.root), eval_base=False)
+    assert summarize(args, layout)["sft"]["steps"] == 0  # looked up under this path's label: nothing
+
+    layout.marker("eval").parent.mkdir(parents=True)
+    layout.marker("eval").write_text(json.dumps({"stage": "eval", "agents": {"sft": "hf-sft-model-aaaaaa"}}))
+    layout.marker("eval-grpo").write_text(
+        json.dumps({"stage": "eval-grpo", "agents": {"grpo": "hf-grpo-model-bbbbbb"}})
+    )
+    summary = summarize(args, layout)
+    assert summary["sft"]["steps"] == 2 and summary["sft"]["agent"] == "hf-sft-model-aaaaaa"
+    assert summary["grpo"]["steps"] == 2
+    assert summary["effects"]["grpo_minus_sft"]["none"] == pytest.approx([0.0, 0.0, 0.0])
+
+
+def test_a_moved_folder_continues_where_it_stopped(tmp_path):
+    from forecast_dojo.training.experiment import _check_folder
+
+    first = ExperimentArguments(out=str(tmp_path / "exp"))
+    Layout(first.out).root.mkdir()
+    _check_folder(first, Layout(first.out))
+    Layout(first.out).spec.write_text("")  # every stage has started
+    (tmp_path / "exp").rename(tmp_path / "moved")
+    moved = ExperimentArguments(out=str(tmp_path / "moved"), results=str(tmp_path / "r.json"))
+    _check_folder(moved, Layout(moved.out))  # no refusal: the location is not the configuration
+    assert json.loads(Layout(moved.out).arguments.read_text())["out"] == moved.out
+    with pytest.raises(ExperimentError, match="seed"):
+        _check_folder(dataclasses.replace(moved, seed=1), Layout(moved.out))
 
 
 def test_labels_of_logs_written_before_hashed_labels_are_found():
