@@ -229,3 +229,43 @@ def test_prefix_reuse_gives_the_same_tokens_as_recomputing(model):
     )
     assert keyed.stats.reused_tokens == 7  # the shared system prefix of another session
     assert sum(len(e.ids) for e in keyed._cache.values()) <= 30 or len(keyed._cache) == 1  # the token budget
+
+
+class _SlowBatcher(GenerationBatcher):
+    """Batches take ``batch_s`` seconds and answer the stop token: only the scheduling is under test."""
+
+    batch_s = 1.0
+
+    def _run(self, batch, options):
+        self.stats.batch_sizes.append(len(batch))
+        time.sleep(self.batch_s)
+        return [[STOP] for _ in batch]
+
+
+def test_a_late_turn_waits_for_the_sessions_just_served_instead_of_running_alone():
+    """A turn that missed a round (it arrived while the round ran) joins the next round of the others.
+
+    Before, the next round's wait was measured from the late turn's arrival, which lay a whole batch
+    back: it ran alone, and its session stayed out of step with the others for the rest of the run
+    (seen in rollouts as alternating batches of 1 and 31 turns).
+    """
+    batcher = _SlowBatcher(None, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.5)
+    early, late = batcher.new_session(), batcher.new_session()
+
+    def early_episode() -> None:
+        for _ in range(2):  # its first turn runs alone after wait_s; its second follows an env step
+            batcher.generate([7, 8], session=early, max_new_tokens=1)
+            time.sleep(0.1)  # the env's step
+        batcher.forget(early)
+
+    def late_episode() -> None:
+        time.sleep(0.9)  # after the first round started (at 0.5 s), before it ends (at 1.5 s)
+        batcher.generate([7, 9], session=late, max_new_tokens=1)
+        batcher.forget(late)
+
+    threads = [threading.Thread(target=early_episode), threading.Thread(target=late_episode)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert batcher.batch_sizes == [1, 2]
