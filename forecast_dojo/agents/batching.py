@@ -233,12 +233,6 @@ class GenerationBatcher:
                     request.error = err
                     request.wake.set()
                 continue
-            with self._lock:
-                # the sessions just served go back to their episodes and return with their next turns:
-                # the next round waits for them (up to wait_s) from now, not from the last arrival,
-                # which may lie a whole batch back (a late request would otherwise run alone, and
-                # its session would stay out of step with the others for the rest of the run)
-                self._last_arrival = time.monotonic()
             for request, result in zip(batch, results, strict=True):
                 request.result = result
                 request.wake.set()
