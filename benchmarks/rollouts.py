@@ -15,6 +15,9 @@ resets and steps, prompt rendering, generation, logging), not loading the model 
     python benchmarks/rollouts.py --prompt compact                   # once the compact profile exists
 
 Goal (issue 17): >= 60 forecast steps per minute at ``--concurrency 32`` on 2 cores.
+Each row also gives the steps' mean reward (the env's default, the Brier score negated): a faster
+path must not change what the model writes (greedy runs of the same code differ by about 0.02, as
+thread timing decides which turns share a batch and bfloat16 near-ties resolve either way).
 The load average (``os.getloadavg``) is printed beside every row: the cores may be shared.
 """
 
@@ -95,12 +98,14 @@ def child(args: argparse.Namespace) -> None:
         lines = steps_file.read_text().splitlines(keepends=True) if steps_file.exists() else []
         records = [json.loads(line) for line in lines if line.endswith("\n")]  # complete records
         turns = sum(r["budgets"]["turns_used"] for r in records)
+        rewards = [r["reward"] for r in records if r.get("reward") is not None]
         row = {
             "mode": args.child,
             "episodes": len(events),
             "steps": len(records),
             "turns": turns,
             "valid": sum(bool(r.get("valid")) for r in records),
+            "mean_reward": sum(rewards) / len(rewards) if rewards else None,  # -Brier: what the path wrote
             "prompt_tokens": sum(r["tokens"]["prompt_tokens"] or 0 for r in records),
             "completion_tokens": sum(r["tokens"]["completion_tokens"] or 0 for r in records),
             "wall_s": wall,
@@ -221,14 +226,16 @@ def main() -> None:
         f"max {args.max_new_tokens} new tokens per turn, prompt profile {args.prompt or 'default'}"
     )
     print(
-        "| mode | episodes | steps | turns | valid | prompt tok/step | new tok/step | wall s | steps/min | turns/min "
+        "| mode | episodes | steps | turns | valid | mean reward (-Brier) | prompt tok/step | new tok/step | wall s "
+        "| steps/min | turns/min "
         f"| x {rows[0]['mode']} | load (before, after) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         steps = max(r["steps"], 1)
         print(
             f"| {r['mode']} | {r['episodes']} | {r['steps']} | {r['turns']} | {r['valid']} "
+            f"| {'-' if r.get('mean_reward') is None else format(r['mean_reward'], '.3f')} "
             f"| {r['prompt_tokens'] / steps:.0f} | {r['completion_tokens'] / steps:.0f} | {r['wall_s']:.0f} "
             f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base if base else float('nan'):.1f} "
             f"| {r['load_before']:.1f}, {r['load_after']:.1f} |"

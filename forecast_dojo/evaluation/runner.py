@@ -283,9 +283,11 @@ def run_episodes(
         seed: The base seed.
         progress: Show a progress bar.
         resume: Continue the env's trajectory log (``log_dir``): skip events it holds completely,
-            play half-logged ones on from their first missing step (:func:`resume_episode`). With a
-            deterministic agent the log then equals that of an uninterrupted run (apart from
-            ``wall_time_s``).
+            play half-logged ones on from their first missing step (:func:`resume_episode`);
+            memory-free, where nothing is carried between steps, play exactly the steps the log
+            lacks, each alone (a study at ``--concurrency`` logs steps out of order, so a killed one
+            leaves gaps). With a deterministic agent the log then holds the records of an
+            uninterrupted run (apart from ``wall_time_s``), each step once.
 
     Returns:
         The rows of the steps played in this call.
@@ -294,7 +296,18 @@ def run_episodes(
     status = log_status(env.log_dir) if resume and env.log_dir is not None else LogStatus()
     rows: list[dict[str, Any]] = []
     label = f"{agent_factory().name} / memory={env.memory}"
+    steps = {event.id: event.n_steps for event in env.events}
+    logged: dict[str, set[int]] = {}
+    for _, logged_event, logged_step, rollout in status.keys:
+        if rollout == 0:
+            logged.setdefault(logged_event, set()).add(logged_step)
     for index, event_id in enumerate(tqdm(event_ids, desc=label, unit="event", disable=not progress)):
+        if env.memory == "none" and event_id in logged and event_id in steps:
+            for step in sorted(set(range(steps[event_id])) - logged[event_id]):
+                agent = agent_factory()
+                episode = Episode(event_id, 0, seed + index, step, single=True)
+                rows.extend(record_row(r, agent.name) for r in play_episode(env, agent, episode))
+            continue
         if (event_id, 0) in status.complete:
             continue
         after = status.partial.get((event_id, 0))

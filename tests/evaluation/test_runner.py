@@ -79,6 +79,29 @@ def test_a_cut_notebook_episode_resumes_to_the_uninterrupted_log(make_tiny_env, 
     assert all(a.same_as(b) for a, b in zip(resumed, reference, strict=True))
 
 
+def test_a_memory_free_log_with_gaps_resumes_to_exactly_the_missing_steps(make_tiny_env, tmp_path):
+    """A study at --concurrency logs steps out of order; resuming plays each missing step once, alone."""
+    events = tiny_events()
+    ids = [e.id for e in events]
+    reference_dir = tmp_path / "reference"
+    env = make_tiny_env(memory="none", log_dir=reference_dir)
+    run_episodes(env, EvidenceAgent, ids, progress=False)
+    env.close()
+    reference = {(r.event_id, r.step): r for r in load_records(reference_dir)}
+    assert events[0].n_steps >= 3
+    gaps = {(ids[0], 1), (ids[1], 0)}  # a step between logged ones, and an event's first step
+
+    cut = tmp_path / "cut"
+    env = make_tiny_env(memory="none", log_dir=cut)
+    cut_log(reference_dir, cut, env, lambda r: (r.event_id, r.step) not in gaps)
+    played = run_episodes(env, EvidenceAgent, ids, progress=False, resume=True)
+    env.close()
+    assert sorted((row["event_id"], row["step"]) for row in played) == sorted(gaps)
+    resumed = load_records(cut)
+    assert len(resumed) == len(reference)  # no step logged twice
+    assert all(r.same_as(reference[(r.event_id, r.step)]) for r in resumed)
+
+
 def test_the_study_resumes_a_cut_episode_by_the_same_rule(make_tiny_env, tmp_path):
     events = tiny_events()
 
