@@ -288,11 +288,13 @@ class LogStatus:
         complete: (event_id, rollout) pairs whose every step is logged.
         partial: (event_id, rollout) -> the last logged record of an episode that stopped early.
         keys: Every logged record key.
+        steps: (event_id, rollout) -> the steps logged for it (in any order, with any gaps).
     """
 
     complete: set[tuple[str, int]] = field(default_factory=set)
     partial: dict[tuple[str, int], StepRecord] = field(default_factory=dict)
     keys: set[RecordKey] = field(default_factory=set)
+    steps: dict[tuple[str, int], set[int]] = field(default_factory=dict)
 
 
 def log_status(path: str | Path) -> LogStatus:
@@ -317,6 +319,7 @@ def log_status(path: str | Path) -> LogStatus:
         by_episode.setdefault((record.event_id, record.rollout), []).append(record)
     for episode, records in by_episode.items():
         by_step = {r.step: r for r in records}
+        status.steps[episode] = set(by_step)
         last = by_step[min(by_step)]
         while last.step + 1 in by_step:  # the contiguous run from the first logged step
             last = by_step[last.step + 1]

@@ -297,13 +297,10 @@ def run_episodes(
     rows: list[dict[str, Any]] = []
     label = f"{agent_factory().name} / memory={env.memory}"
     steps = {event.id: event.n_steps for event in env.events}
-    logged: dict[str, set[int]] = {}
-    for _, logged_event, logged_step, rollout in status.keys:
-        if rollout == 0:
-            logged.setdefault(logged_event, set()).add(logged_step)
     for index, event_id in enumerate(tqdm(event_ids, desc=label, unit="event", disable=not progress)):
-        if env.memory == "none" and event_id in logged and event_id in steps:
-            for step in sorted(set(range(steps[event_id])) - logged[event_id]):
+        logged = status.steps.get((event_id, 0))
+        if env.memory == "none" and logged and event_id in steps:
+            for step in sorted(set(range(steps[event_id])) - logged):
                 agent = agent_factory()
                 episode = Episode(event_id, 0, seed + index, step, single=True)
                 rows.extend(record_row(r, agent.name) for r in play_episode(env, agent, episode))

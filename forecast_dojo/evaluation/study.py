@@ -188,22 +188,22 @@ def plan_episodes(
     :func:`~forecast_dojo.evaluation.runner.resume_episode`, so no step is played twice.
     """
     status = log_status(directory)
-    logged = {(event_id, step, rollout) for _, event_id, step, rollout in status.keys}
     jobs, done = [], 0
     for index, event in enumerate(events):
         for rollout in range(rollouts):
             key = (event.id, rollout)
+            logged = status.steps.get(key, set())
             episode_seed = _episode_seed(seed, index, rollout)
             if memory == "none":
                 for step in range(event.n_steps):
-                    if (event.id, step, rollout) in logged:
+                    if step in logged:
                         done += 1
                     else:
                         jobs.append(Episode(event.id, rollout, episode_seed, step, single=True))
             elif key in status.complete:
                 done += event.n_steps
             elif key in status.partial:
-                done += sum(1 for k in status.keys if k[1] == event.id and k[3] == rollout)
+                done += len(logged)
                 jobs.append(resume_episode(status.partial[key], memory, seed=episode_seed))
             else:
                 jobs.append(Episode(event.id, rollout, episode_seed))
