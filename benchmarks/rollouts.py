@@ -15,6 +15,13 @@ resets and steps, prompt rendering, generation, logging), not loading the model 
     python benchmarks/rollouts.py --prompt compact                   # once the compact profile exists
 
 Goal (issue 17): >= 60 forecast steps per minute at ``--concurrency 32`` on 2 cores.
+The issue set that goal beside a reference it measured on a 2-core machine with AMX: plain HF
+``generate`` on a batch of 32 prompts of 400 tokens, exactly 80 new tokens each, bfloat16 weights, no
+env: 160 turns per minute, "about 71 two-turn steps per minute". ``reference-b32-bf16`` runs that
+workload here, in its own process on the same model (prompts cut from the events' own texts; the
+content does not change the work, as every row writes exactly 80 tokens), so each table says what
+this machine's generation alone allows; the ``x reference`` column compares every row's turns
+per minute with it.
 Each row also gives the steps' mean reward (the env's default, the Brier score negated): a faster
 path must not change what the model writes (greedy runs of the same code differ by about 0.02, as
 thread timing decides which turns share a batch and bfloat16 near-ties resolve either way).
@@ -48,7 +55,82 @@ MODES = {
     "c32-fp32": ("tree", 32, "float32"),
     "c64-bf16": ("tree", 64, "bfloat16"),
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
+    "reference-b32-bf16": ("reference", 32, "bfloat16"),
 }
+REFERENCE_PROMPT_TOKENS = 400  # issue 17's reference workload: 32 prompts of 400 tokens, 80 new tokens each
+REFERENCE_NEW_TOKENS = 80
+
+
+def reference_child(args: argparse.Namespace) -> None:
+    """Issue 17's reference workload in its own process: one HF ``generate`` call, no env; print one JSON line.
+
+    32 left-padded prompts of exactly :data:`REFERENCE_PROMPT_TOKENS` tokens (a chat-rendered user
+    turn cut from the synthetic events' questions and backgrounds, then the assistant header), each
+    forced to write exactly :data:`REFERENCE_NEW_TOKENS` tokens (``min_new_tokens``), greedy, the
+    weights cast to the mode's dtype. A two-token warm-up call runs first, outside the timer.
+    """
+    import torch
+
+    from forecast_dojo.agents.llm import load_model, load_tokenizer
+    from forecast_dojo.registration import make
+
+    _, batch, dtype = MODES[args.child]
+    t0 = time.perf_counter()
+    tokenizer = load_tokenizer(args.model)
+    model = load_model(args.model, dtype=getattr(torch, dtype)).eval()
+    probe = make("Synthetic-v0", seed=0, embedder="hashing")
+    texts = [f"{event.question} {event.background}" for event in probe.events]
+    probe.close()
+    head = tokenizer("<|im_start|>user\n", add_special_tokens=False)["input_ids"]
+    tail = tokenizer("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    rows = []
+    for i in range(batch):  # row i: events i, i+1, ... until the prompt is long enough
+        body: list[int] = []
+        j = i
+        while len(head) + len(body) + len(tail) < REFERENCE_PROMPT_TOKENS:
+            body += tokenizer(texts[j % len(texts)] + " ", add_special_tokens=False)["input_ids"]
+            j += 1
+        rows.append(head + body[: REFERENCE_PROMPT_TOKENS - len(head) - len(tail)] + tail)
+    input_ids = torch.tensor(rows)
+    attention_mask = torch.ones_like(input_ids)
+    options = {"do_sample": False, "pad_token_id": tokenizer.pad_token_id}
+    with torch.no_grad():
+        model.generate(
+            input_ids=input_ids[:2, -32:],
+            attention_mask=attention_mask[:2, -32:],
+            max_new_tokens=2,
+            **options,
+        )
+        setup_s = time.perf_counter() - t0
+        load = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        out = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            max_new_tokens=REFERENCE_NEW_TOKENS,
+            min_new_tokens=REFERENCE_NEW_TOKENS,
+            **options,
+        )
+        wall = time.perf_counter() - t0
+    new_tokens = (out.shape[1] - input_ids.shape[1]) * batch
+    row = {
+        "mode": args.child,
+        "episodes": 0,
+        "steps": 0,
+        "turns": batch,
+        "valid": 0,
+        "mean_reward": None,
+        "prompt_tokens": int(attention_mask.sum()),
+        "completion_tokens": int(new_tokens),
+        "wall_s": wall,
+        "setup_s": setup_s,
+        "steps_per_min": 60 * batch / wall / 2,  # the issue's convention: a forecast step is two such turns
+        "turns_per_min": 60 * batch / wall,
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
+        "stopped_at_time_limit": False,
+    }
+    print("RESULT " + json.dumps(row), flush=True)
 
 
 def child(args: argparse.Namespace) -> None:
@@ -58,7 +140,10 @@ def child(args: argparse.Namespace) -> None:
     from forecast_dojo.registration import DojoSpec, make
     from forecast_dojo.synthetic.split import synthetic_split
 
-    _, concurrency, dtype = MODES[args.child]
+    code, concurrency, dtype = MODES[args.child]
+    if code == "reference":
+        reference_child(args)
+        return
     options = {
         "name": "smollm2",
         "dtype": dtype,
@@ -221,6 +306,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     base = rows[0]["steps_per_min"]
+    reference = next((r["turns_per_min"] for r in rows if MODES[r["mode"]][0] == "reference"), None)
     print(
         f"\nSmolLM2-135M ({args.model}), synthetic world, memory-free, max {args.max_turns} turns per step, "
         f"max {args.max_new_tokens} new tokens per turn, prompt profile {args.prompt or 'default'}"
@@ -228,17 +314,23 @@ def main() -> None:
     print(
         "| mode | episodes | steps | turns | valid | mean reward (-Brier) | prompt tok/step | new tok/step | wall s "
         "| steps/min | turns/min "
-        f"| x {rows[0]['mode']} | load (before, after) |"
+        f"| x {rows[0]['mode']} (steps) | x reference (turns) | load (before, after) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if reference:
+        print(
+            f"(reference-*: no env and no episodes; its token columns are per turn, its steps/min half its turns/min; "
+            f"{REFERENCE_PROMPT_TOKENS} prompt and exactly {REFERENCE_NEW_TOKENS} new tokens per turn)"
+        )
     for r in rows:
-        steps = max(r["steps"], 1)
+        steps = max(r["steps"], 1) if r["steps"] else max(r["turns"], 1)  # the reference: per turn
+        versus_reference = f"{r['turns_per_min'] / reference:.2f}" if reference else "-"
         print(
             f"| {r['mode']} | {r['episodes']} | {r['steps']} | {r['turns']} | {r['valid']} "
             f"| {'-' if r.get('mean_reward') is None else format(r['mean_reward'], '.3f')} "
             f"| {r['prompt_tokens'] / steps:.0f} | {r['completion_tokens'] / steps:.0f} | {r['wall_s']:.0f} "
             f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base if base else float('nan'):.1f} "
-            f"| {r['load_before']:.1f}, {r['load_after']:.1f} |"
+            f"| {versus_reference} | {r['load_before']:.1f}, {r['load_after']:.1f} |"
         )
 
 
