@@ -9,7 +9,11 @@ their :class:`~forecast_dojo.agents.llm.TransformersAgent` objects share one
 * gathers the turns of concurrent episodes into one batch (*lockstep*): a batch starts when every
   live session (an episode's agent, from :meth:`~GenerationBatcher.new_session` until
   :meth:`~GenerationBatcher.forget`) has a request waiting, i.e. has come back from its
-  ``env.step``, when ``max_batch`` are waiting, or when no new request arrived for ``wait_s``;
+  ``env.step``, when ``max_batch`` are waiting, or when no new request arrived for ``wait_s``.
+  A study's first round (no session live before it, or none since the last one ended) waits for
+  ``max_batch`` requests or until no session was made and no request came for ``start_wait_s``:
+  the episodes' threads build their envs at different speeds, and a turn that ran alone while the
+  others were still starting would keep its episode a turn ahead of theirs;
 * generates them as one left-padded batch with HF ``generate``, each row stopping at the end of its
   turn: the stop token (``<|im_end|>``) or the end of a stop string (``</tool_call>``: a turn holds
   one call, and the model never gets to write the tool's answer itself);
@@ -114,6 +118,9 @@ class GenerationBatcher:
         stop_strings: texts that also end a reply, kept in it (default: none).
         max_batch: the most sequences generated together.
         wait_s: how long a leader waits for the next request before it starts a smaller batch.
+        start_wait_s: in a study's first round (see the module docstring), how long a leader waits
+            for the next session or request before it starts with fewer than ``max_batch``
+            (0: as any other round).
         reuse_prefix: keep each session's key/value cache and start from the longest cached prefix.
         cache_tokens: the most tokens kept in cached prefixes (least recently used sessions go first).
     """
@@ -127,17 +134,23 @@ class GenerationBatcher:
         stop_strings: Sequence[str] = (),
         max_batch: int = 8,
         wait_s: float = 0.05,
+        start_wait_s: float = 0.0,
         reuse_prefix: bool = False,
         cache_tokens: int = 65_536,
     ) -> None:
         if max_batch < 1:
             raise ConfigError(f"max_batch must be at least 1, got {max_batch}")
+        if not (wait_s >= 0 and start_wait_s >= 0):  # also refuses NaN
+            raise ConfigError(
+                f"wait_s and start_wait_s must be >= 0 seconds, got {wait_s} and {start_wait_s}"
+            )
         self.model = model
         self.tokenizer = tokenizer
         self.stop_token_id = stop_token_id
         self.stop_strings = tuple(s for s in stop_strings if s)
         self.max_batch = max_batch
         self.wait_s = wait_s
+        self.start_wait_s = start_wait_s
         self.reuse_prefix = reuse_prefix
         self.cache_tokens = cache_tokens
         self.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_token_id
@@ -148,6 +161,8 @@ class GenerationBatcher:
         self._leading = False
         self._live: set[int] = set()  # sessions whose episodes are being played
         self._last_arrival = 0.0
+        self._last_session = 0.0
+        self._starting = True  # no batch of sessions has run since none was live: a study is starting
         self._sessions = itertools.count()
         self._cache: OrderedDict[int, _Entry] = OrderedDict()  # session -> entry, least recent first
 
@@ -161,6 +176,8 @@ class GenerationBatcher:
         with self._lock:
             session = next(self._sessions)
             self._live.add(session)
+            self._last_session = time.monotonic()
+            self._arrived.notify_all()
             return session
 
     def forget(self, session: int) -> None:
@@ -168,6 +185,8 @@ class GenerationBatcher:
         with self._lock:
             self._cache.pop(session, None)
             self._live.discard(session)
+            if not self._live:  # every episode ended: the next turn starts a study again
+                self._starting = True
             self._arrived.notify_all()
 
     def generate(self, ids: list[int], *, session: int | None = None, **options: Any) -> list[int]:
@@ -205,12 +224,28 @@ class GenerationBatcher:
         return request.result
 
     def _gather(self) -> None:
-        """Wait (holding the lock's condition) until the round's requests are in, or none came for ``wait_s``."""
-        while len(self._pending) < min(len(self._live) or self.max_batch, self.max_batch):
-            quiet = time.monotonic() - self._last_arrival
-            if quiet >= self.wait_s:
+        """Wait (holding the lock's condition) until the round's requests are in, or none came for ``wait_s``.
+
+        In a study's first round (:attr:`start_wait_s` > 0, and the requests are sessions' turns), the
+        round is ``max_batch`` requests, and the wait is for ``start_wait_s`` without a new session or
+        request: episodes whose threads are still building their envs have no session yet.
+        """
+        starting = (
+            self.start_wait_s > 0 and self._starting and any(r.session is not None for r in self._pending)
+        )
+        while True:
+            if starting:
+                wanted, wait_s = self.max_batch, self.start_wait_s
+                last = max(self._last_arrival, self._last_session)
+            else:
+                wanted = min(len(self._live) or self.max_batch, self.max_batch)
+                wait_s, last = self.wait_s, self._last_arrival
+            if len(self._pending) >= wanted:
                 return
-            self._arrived.wait(self.wait_s - quiet)
+            quiet = time.monotonic() - last
+            if quiet >= wait_s:
+                return
+            self._arrived.wait(wait_s - quiet)
 
     def _lead(self, own: _Request) -> None:
         """Run batches until the leader's own request is served, then hand the lead to a waiting request."""
@@ -226,6 +261,8 @@ class GenerationBatcher:
                 options = self._pending[0].options
                 batch = [r for r in self._pending if r.options == options][: self.max_batch]
                 self._pending = [r for r in self._pending if r not in batch]
+                if any(r.session is not None for r in batch):
+                    self._starting = False
             try:
                 results = self._run(batch, dict(options))
             except BaseException as err:  # every caller of the batch gets the error, the leader goes on

@@ -374,7 +374,13 @@ def release_shared_models() -> None:
 
 
 def generation_batcher(
-    model: Any, tokenizer: Any, *, max_batch: int, wait_s: float = 0.5, reuse_prefix: bool = True
+    model: Any,
+    tokenizer: Any,
+    *,
+    max_batch: int,
+    wait_s: float = 0.5,
+    start_wait_s: float = 2.0,
+    reuse_prefix: bool = True,
 ) -> GenerationBatcher:
     """A :class:`GenerationBatcher` for a ChatML model: turns end at ``<|im_end|>`` or after ``</tool_call>``.
 
@@ -383,6 +389,9 @@ def generation_batcher(
         tokenizer: its tokenizer.
         max_batch: the most turns generated together (``--concurrency``).
         wait_s: how long a batch waits for a late episode's turn (env time between turns is far shorter).
+        start_wait_s: how long a study's first round waits for episodes still starting (building
+            their envs) before it runs with fewer than ``max_batch`` turns: up to this long once
+            per study when it has fewer episodes than ``max_batch``.
         reuse_prefix: keep each episode's key/value cache between turns and share cached prefixes.
 
     Returns:
@@ -395,5 +404,6 @@ def generation_batcher(
         stop_strings=(END_OF_CALL,),
         max_batch=max_batch,
         wait_s=wait_s,
+        start_wait_s=start_wait_s if max_batch > 1 else 0.0,
         reuse_prefix=reuse_prefix,
     )

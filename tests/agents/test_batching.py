@@ -136,6 +136,58 @@ def test_an_error_reaches_every_caller_of_its_batch_and_the_batcher_goes_on(mode
 def test_max_batch_must_be_positive(model):
     with pytest.raises(ValueError, match="max_batch"):
         GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=0)
+    for wait in ({"wait_s": -1.0}, {"start_wait_s": float("nan")}):
+        with pytest.raises(ValueError, match="wait_s"):
+            GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, **wait)
+
+
+def _episodes_starting_at(batcher: GenerationBatcher, delays: list[float], turns: int = 2) -> list:
+    """Episodes of ``turns`` turns whose threads make their session after ``delays[i]`` seconds (building an env)."""
+    got: list = [[] for _ in delays]
+
+    def episode(i: int) -> None:
+        time.sleep(delays[i])
+        session = batcher.new_session()
+        for turn in range(turns):
+            prompt = [20 + i, 30 + turn, 40 + i]
+            got[i].append(batcher.generate(prompt, session=session, max_new_tokens=3, do_sample=False))
+        batcher.forget(session)
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(len(delays))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return got
+
+
+def test_a_study_whose_episodes_start_late_plays_its_first_round_together(model):
+    """Threads that build their envs at different speeds: the first turn does not run alone and
+    keep its episode a turn ahead; each round is one batch of all the episodes."""
+    delays = [0.0, 0.3, 0.6]
+    batcher = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=3, wait_s=0.05, start_wait_s=5.0
+    )
+    got = _episodes_starting_at(batcher, delays)
+    assert batcher.batch_sizes == [3, 3]
+    assert all(len(g) == 2 for g in got)
+    # without the start wait the first episode's turn runs alone while the others are still starting
+    plain = GenerationBatcher(model, _Tokenizer(), stop_token_id=STOP, max_batch=3, wait_s=0.05)
+    assert _episodes_starting_at(plain, delays) == got
+    assert plain.batch_sizes[0] == 1 and len(plain.batch_sizes) > 2
+    # every episode ended: the next study's first round waits for its late episodes too
+    assert _episodes_starting_at(batcher, delays) == got
+    assert batcher.batch_sizes == [3, 3, 3, 3]
+
+
+def test_a_study_with_fewer_episodes_than_max_batch_starts_after_the_start_wait(model):
+    batcher = GenerationBatcher(
+        model, _Tokenizer(), stop_token_id=STOP, max_batch=8, wait_s=0.05, start_wait_s=0.5
+    )
+    started = time.monotonic()
+    got = _episodes_starting_at(batcher, [0.0, 0.2], turns=3)
+    assert time.monotonic() - started < 30 and all(len(g) == 3 for g in got)
+    assert batcher.batch_sizes == [2, 2, 2]  # only the first round waited for more
 
 
 class _MarkTokenizer(_Tokenizer):
