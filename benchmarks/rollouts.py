@@ -64,7 +64,7 @@ REFERENCE_NEW_TOKENS = 80
 def reference_child(args: argparse.Namespace) -> None:
     """Issue 17's reference workload in its own process: one HF ``generate`` call, no env; print one JSON line.
 
-    32 left-padded prompts of exactly :data:`REFERENCE_PROMPT_TOKENS` tokens (a chat-rendered user
+    32 prompts of exactly :data:`REFERENCE_PROMPT_TOKENS` tokens, so no padding (a chat-rendered user
     turn cut from the synthetic events' questions and backgrounds, then the assistant header), each
     forced to write exactly :data:`REFERENCE_NEW_TOKENS` tokens (``min_new_tokens``), greedy, the
     weights cast to the mode's dtype. A two-token warm-up call runs first, outside the timer.
