@@ -404,6 +404,6 @@ def generation_batcher(
         stop_strings=(END_OF_CALL,),
         max_batch=max_batch,
         wait_s=wait_s,
-        start_wait_s=start_wait_s if max_batch > 1 else 0.0,
+        start_wait_s=start_wait_s,
         reuse_prefix=reuse_prefix,
     )

@@ -50,12 +50,17 @@ def _in_threads(batcher: GenerationBatcher, prompts: list[list[int]], **options)
         except Exception as err:  # noqa: BLE001 - the test inspects what each caller got
             results[i] = err
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(prompts))]
+    _join_threads(work, len(prompts))
+    return results
+
+
+def _join_threads(target, n: int) -> None:
+    """Run ``target(i)`` for i in 0..n-1, each in a thread of its own, and wait for all of them."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    return results
 
 
 PROMPTS = [[7, 8, 9], [11, 12, 13, 14, 15, 16, 17], [20], [30, 31, 32, 33], [40, 41]]
@@ -153,11 +158,7 @@ def _episodes_starting_at(batcher: GenerationBatcher, delays: list[float], turns
             got[i].append(batcher.generate(prompt, session=session, max_new_tokens=3, do_sample=False))
         batcher.forget(session)
 
-    threads = [threading.Thread(target=episode, args=(i,)) for i in range(len(delays))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
+    _join_threads(episode, len(delays))
     return got
 
 
