@@ -163,7 +163,7 @@ def child(args: argparse.Namespace) -> None:
             seed=0,
             embedder=args.embedder,
             max_turns=args.max_turns,
-            tools=("search", "read", "submit_forecast"),
+            tools=tuple(args.tools),
             run_metadata=metadata,
             **extra,
         )
@@ -256,6 +256,12 @@ def main() -> None:
     parser.add_argument(
         "--embedder", default="minilm", help="the synthetic world's embedder (minilm: real env time)"
     )
+    parser.add_argument(
+        "--tools",
+        nargs="+",
+        default=["search", "read", "submit_forecast"],
+        help="the env's tools (training/experiment.py plays search submit_forecast since 2026-12-07)",
+    )
     parser.add_argument("--baseline-commit", default=BASE_COMMIT)
     parser.add_argument(
         "--time-limit", type=float, help="seconds per configuration: rates over the steps done by then"
@@ -289,7 +295,7 @@ def main() -> None:
             ]
             command += ["--events", str(events), "--max-turns", str(args.max_turns)]
             command += ["--max-new-tokens", str(args.max_new_tokens), "--embedder", args.embedder]
-            command += ["--model", args.model]
+            command += ["--model", args.model, "--tools", *args.tools]
             if args.time_limit:
                 command += ["--time-limit", str(args.time_limit)]
             if args.prompt:

@@ -66,6 +66,8 @@ NO_CUE = "(no cue)"
 COMPACT_TOP_K = 3  # the compact teacher's hits per search
 COMPACT_MAX_SEARCHES = 1  # and searches per forecast date
 COMPACT_NOTEBOOK_EVIDENCE = 2  # claims kept in its notebook
+#: The compact teacher's final turn when its searches found reports and none bears on the question.
+NO_BEARING = "No report bears on the question."
 # A compact notebook claim: "<outcome label> favoured: <cue signature>", read back at the next date.
 _COMPACT_CLAIM = re.compile(r"^(?P<label>.+) favoured: (?P<signature>[^:]+)$")
 MIN_COUNT = 5
@@ -233,11 +235,12 @@ class HonestEvidenceAgent(EvidenceAgent):
         name: the agent's name in logs and tables.
         compact: play the compact prompt profile as a teacher for small models: fewer hits
             (:data:`COMPACT_TOP_K` per search, at most :data:`COMPACT_MAX_SEARCHES` searches, unless
-            given), a final turn with one verdict per search hit (the outcome it favours, its cue and
-            points, or no bearing), a call that copies the weighed verdicts as
-            ``submit_forecast(evidence=...)`` for the env to sum (:func:`compact_evidence`; the forecast
-            is :func:`tally_forecast`, in place of exact odds from the training prior), and a notebook
-            of at most :data:`COMPACT_NOTEBOOK_EVIDENCE` claims written as a reader would.
+            given), a final turn with one verdict per search hit that bears on the question (the
+            outcome it favours, its cue and points; a hit of no bearing gets no line), a call that
+            copies the weighed verdicts as ``submit_forecast(evidence=...)`` for the env to sum
+            (:func:`compact_evidence`; the forecast is :func:`tally_forecast`, in place of exact odds
+            from the training prior), and a notebook of at most :data:`COMPACT_NOTEBOOK_EVIDENCE`
+            claims written as a reader would.
     """
 
     def __init__(
@@ -456,15 +459,17 @@ def explain_compact(
     model: CueModel,
     hits: Sequence[str] = (),
 ) -> str:
-    """The compact teacher's final turn: one verdict per search hit (then notes), nothing to add up.
+    """The compact teacher's final turn: one verdict per search hit that bears on the question (then notes).
 
-    Each hit gets its own line, in the order the search returned it, so that a small student decides
-    one document at a time next to where it read it: the outcome the report favours with its cue and
-    points (:func:`points`: log likelihood ratio in nats), "no weight" for a cue the training events
-    never showed to be informative, or "no bearing" when the report is not about this question (another
-    entity, deadline or meeting; no view). Reports the notebook carries from earlier dates and that carry
-    weight follow under "Notes". The turn's ``submit_forecast(evidence=...)`` copies the verdicts that
-    carry weight (:func:`compact_evidence`); the env sums them.
+    Each such hit gets its own line, in the order the search returned it, so that a small student
+    decides one document at a time next to where it read it: the outcome the report favours with its
+    cue and points (:func:`points`: log likelihood ratio in nats), or "no weight" for a cue the training
+    events never showed to be informative. A hit that is not about this question (another entity,
+    deadline or meeting; no view) gets no line: a hit passed over is of no bearing (since 2026-12-07;
+    before, each had a ``doc: no bearing.`` line, 10 tokens of every such hit in every record, and
+    :func:`parse_verdicts` still reads them). Reports the notebook carries from earlier dates and that
+    carry weight follow under "Notes". The turn's ``submit_forecast(evidence=...)`` copies the verdicts
+    that carry weight (:func:`compact_evidence`); the env sums them.
 
     Args:
         outcomes: the outcome labels.
@@ -473,12 +478,11 @@ def explain_compact(
         hits: the document ids the searches returned, in their order (empty: the ledger's own order).
 
     Returns:
-        One short line per verdict (``No reports found.`` when the searches returned nothing).
+        One short line per verdict (:data:`NO_BEARING` when no hit bears on the question, ``No reports
+        found.`` when the searches returned nothing).
     """
 
     def verdict(doc_id: str) -> str:
-        if doc_id not in ledger:
-            return f"{doc_id}: no bearing."
         favoured, signature, _ = ledger[doc_id]
         if signature not in model.llr:
             return f"{doc_id}: {outcomes[favoured]}, no weight."
@@ -486,10 +490,12 @@ def explain_compact(
         return f"{doc_id}: {outcomes[favoured]} ('{signature}', {'+' if value >= 0 else '-'}{number(abs(value))})."
 
     order, notes = verdict_order(ledger, model, hits)
-    lines = [verdict(doc_id) for doc_id in order]
+    lines = [verdict(doc_id) for doc_id in order if doc_id in ledger]
     if notes:
         lines.append("Notes: " + " ".join(verdict(doc_id) for doc_id in notes))
-    return "\n".join(lines) or "No reports found."
+    if lines:
+        return "\n".join(lines)
+    return NO_BEARING if order else "No reports found."
 
 
 @dataclass(frozen=True)
@@ -526,10 +532,12 @@ _NEXT_VERDICT = re.compile(r"(?<=\)\.) |(?<=no bearing\.) |(?<=no weight\.) ")
 def parse_verdicts(text: str) -> list[Verdict]:
     """Read the verdicts of a compact final turn written by the teacher or a student that imitates it.
 
-    The inverse of :func:`explain_compact` for its verdict lines (one per hit, then those joined on
-    the ``Notes:`` line), in the order written. A line that is not a verdict is skipped, so a
-    student's malformed line reads as no verdict for its document; a document judged twice keeps its
-    first verdict.
+    The inverse of :func:`explain_compact` for its verdict lines (one per hit that bears on the
+    question, then those joined on the ``Notes:`` line), in the order written; an explicit
+    ``doc: no bearing.``, the teacher's form before 2026-12-07, reads as ``Verdict(doc)``. A line that
+    is not a verdict is skipped, so a student's malformed line reads as no verdict for its document
+    (:meth:`forecast_dojo.evaluation.verdicts.StepVerdicts.judged` reads a hit without a verdict as of
+    no bearing); a document judged twice keeps its first verdict.
     """
     verdicts: dict[str, Verdict] = {}
     for line in (text or "").splitlines():

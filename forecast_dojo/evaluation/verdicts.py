@@ -1,9 +1,10 @@
 """A student against its teacher, document by document, on identical steps of the compact profile.
 
 The compact teacher (:class:`forecast_dojo.agents.honest.HonestEvidenceAgent`, ``compact=True``) ends a
-step with one verdict per search hit (``syn0-00102: Yes ('document+leak+verified', +2).``,
-``syn0-00079: no bearing.``) and a ``submit_forecast(evidence=...)`` call that copies the weighed
-ones. A fine-tuned student writes the same form, so the two logs of the same held-out steps can be
+step with one verdict per search hit that bears on the question
+(``syn0-00102: Yes ('document+leak+verified', +2).``; a hit it passes over is of no bearing, and
+until 2026-12-07 it wrote ``syn0-00079: no bearing.``) and a ``submit_forecast(evidence=...)`` call
+that copies the weighed ones. A fine-tuned student writes the same form, so the two logs of the same held-out steps can be
 compared where the score is decided: did the student search the same documents, judge each one as the
 teacher did, and copy its own verdicts into the call? The Brier score says how far a student is from
 its teacher; this says where.
@@ -43,6 +44,8 @@ CATEGORIES = (
     "student weighed it, teacher: no bearing",
     "not judged by the student",
 )
+# "not judged by the student": a document the teacher judged that the student neither judged nor had among
+# its own hits (a hit the student passed over is of no bearing, as the teacher's are).
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,18 @@ class StepVerdicts:
             label == outcome and points is not None and math.isclose(value, points)
             for (label, value), (outcome, points) in zip(pairs, weighed, strict=True)
         )
+
+    def judged(self) -> dict[str, Verdict]:
+        """Document id -> verdict: the written verdicts, then every hit without one as of no bearing.
+
+        The compact teacher writes no line for a hit that does not bear on the question (since
+        2026-12-07), so a hit passed over is a "no bearing" verdict, for the teacher and for a student
+        that imitates it; an explicit ``doc: no bearing.`` (the earlier form) reads the same.
+        """
+        verdicts = {v.doc_id: v for v in self.verdicts}
+        for doc_id in self.hits:
+            verdicts.setdefault(doc_id, Verdict(doc_id))
+        return verdicts
 
 
 def step_verdicts(record: StepRecord) -> StepVerdicts:
@@ -181,8 +196,9 @@ def compare_verdicts(
         student: the student's log of the same events and memory mode.
 
     Returns:
-        A :class:`VerdictComparison`: every document the teacher judged falls in one of
-        :data:`CATEGORIES` (the student's verdict on the same document, wherever it wrote it).
+        A :class:`VerdictComparison`: every document the teacher judged (its search hits, and the
+        notebook's reports it weighed again) falls in one of :data:`CATEGORIES` (the student's verdict
+        on the same document, wherever it wrote it; a hit of its own it passed over is of no bearing).
 
     Raises:
         DataError: when the logs share no step.
@@ -203,8 +219,8 @@ def compare_verdicts(
         comparison.submitted += learnt.evidence is not None
         comparison.copied += learnt.copied
         comparison.teacher_copied += taught.copied
-        theirs = {v.doc_id: v for v in learnt.verdicts}
-        for verdict in taught.verdicts:
+        theirs = learnt.judged()
+        for verdict in taught.judged().values():
             counts[_category(verdict, theirs.get(verdict.doc_id))] += 1
     comparison.documents = sum(counts.values())
     comparison.categories.update(counts)

@@ -77,7 +77,10 @@ class ExperimentArguments:
         embedder: the synthetic world's embedder (``minilm``; ``hashing`` for fast tests).
         train_events: extra training events of the synthetic world (beside its 20; the 20 held-out stay as they are).
         prompt: the prompt profile of every stage (``compact`` fits a small model).
-        tools: the env's tools (python is off by default: a 135M model does not use it, and it costs time).
+        tools: the env's tools: search and submit_forecast. ``python`` is off: a 135M model does not use
+            it, and it costs time. ``read`` is off since 2026-12-07: the compact teacher forecasts from
+            the search results' snippets and never reads, so its student does not either, and the
+            tool's line in the system text cost 19 tokens of every record and every prompt.
         max_tool_calls: tool calls per forecast step.
         max_turns: turns per forecast step.
         teacher_rollouts: teacher episodes per (event, mode); the export keeps the best ``best_of`` per step.
@@ -134,7 +137,7 @@ class ExperimentArguments:
     embedder: str = "minilm"
     train_events: int = 400
     prompt: str = "compact"
-    tools: list[str] = field(default_factory=lambda: ["search", "read", "submit_forecast"])
+    tools: list[str] = field(default_factory=lambda: ["search", "submit_forecast"])
     max_tool_calls: int = 3
     max_turns: int = 4
     teacher_sample: int = 200

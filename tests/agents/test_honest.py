@@ -9,6 +9,7 @@ import re
 import pytest
 
 from forecast_dojo.agents.honest import (
+    NO_BEARING,
     NO_CUE,
     CueModel,
     HonestEvidenceAgent,
@@ -140,14 +141,17 @@ def test_the_compact_teacher_writes_short_turns_and_a_capped_notebook(make_synth
             if m["role"] == "tool"
             for h in parse_search_results(m["content"]) or []
         ]
-        # one verdict per hit, in the search's order: favoured outcome with cue and weight, or no bearing
+        # one verdict per hit that bears on the question, in the search's order: favoured outcome with
+        # cue and weight (or no weight); a hit of no bearing gets no line
         verdicts = [line for line in text.splitlines() if line.startswith("syn")]
-        assert [line.split(":", 1)[0] for line in verdicts] == list(dict.fromkeys(hits))
+        judged = [line.split(":", 1)[0] for line in verdicts]
+        assert judged == [h for h in dict.fromkeys(hits) if h in judged]
+        assert "no bearing" not in text
+        if hits and not verdicts and "Notes: " not in text:
+            assert text == NO_BEARING
         for line in verdicts:
-            rest = line.split(": ", 1)[1]
-            if rest != "no bearing.":
-                label = rest.split(" ('")[0].removesuffix(", no weight.")
-                assert label in record.outcomes, line
+            label = line.split(": ", 1)[1].split(" ('")[0].removesuffix(", no weight.")
+            assert label in record.outcomes, line
         weighed = [line for line in verdicts if re.search(r"', [+-][\d.]+\)\.$", line)]
         assert (not arguments["evidence"]) == (not weighed and "Notes: " not in text)
         for line in weighed:  # a verdict's points are its cue's log likelihood ratio, nats to the half
@@ -167,10 +171,14 @@ def arguments_evidence(action):
 def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
     synthetic_cache, tmp_path, monkeypatch
 ):
-    """The compact teacher on the training events, both memory modes, exported at 1,024 SmolLM2 tokens."""
+    """The compact teacher on the training events, both memory modes, in the learning experiment's env
+    (its tools and budgets), exported at 1,024 SmolLM2 tokens: >= 90 % kept, median <= 700 tokens."""
+    import statistics
+
     from forecast_dojo.agents.llm import smollm2_path
     from forecast_dojo.cli import main
     from forecast_dojo.training import ExportConfig, build_sft_rows
+    from forecast_dojo.training.experiment import ExperimentArguments
     from forecast_dojo.training.export import token_counter
 
     try:
@@ -178,28 +186,27 @@ def test_export_at_1024_tokens_keeps_90_percent_of_compact_teacher_records(
     except FileNotFoundError as err:
         pytest.skip(str(err))
     monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    experiment = ExperimentArguments()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "CompactTeacher"\n[data]\nworld = "synthetic"\nseed = 0\nembedder = "hashing"\n'
+        f'[env]\nprompt = "compact"\ntools = {json.dumps(experiment.tools)}\n'
+        f"[budgets]\nmax_tool_calls = {experiment.max_tool_calls}\nmax_turns = {experiment.max_turns}\n"
+    )
     out = tmp_path / "teacher"
-    argv = [
-        "run",
-        "--embedder",
-        "hashing",
-        "--no-python",
-        "--agents",
-        "honest",
-        "--modes",
-        "none",
-        "notebook",
-    ]
-    assert main([*argv, "--split", "train", "--prompt", "compact", "--out", str(out)]) == 0
+    argv = ["run", "--spec", str(spec), "--agents", "honest", "--modes", "none", "notebook"]
+    assert main([*argv, "--split", "train", "--out", str(out)]) == 0
     logs = [out / "honest-none", out / "honest-notebook"]
-    rows, report = build_sft_rows(logs, ExportConfig(max_tokens=1024))
+    rows, report = build_sft_rows(logs, ExportConfig(max_tokens=experiment.max_tokens))
     assert report.read >= 200 and report.kept >= 0.9 * report.read, report.summary()
     assert all(r["prompt_profile"] == "compact" for r in rows)
-    # no assistant turn cut: every kept record's assistant turns are the logged ones, whole
     from forecast_dojo.agents.llm import load_tokenizer
 
     count = token_counter(load_tokenizer("smollm2"))
-    assert max(count(r["messages"]) for r in rows) <= 1024
+    lengths = [count(r["messages"]) for r in rows]
+    assert max(lengths) <= 1024
+    assert statistics.median(lengths) <= 700  # 689 here; 700 in the experiment's world of 420 events
+    # no assistant turn cut: every kept record's assistant turns are the logged ones, whole
     logged = {
         (r["event_id"], r["step"], r["memory"]): r
         for log in logs
@@ -244,8 +251,7 @@ def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_one
     }
     hits = ["d1", "d2", "d3", "d4", "d5"]
     text = explain_compact(["A", "B", "C"], ledger, model, hits)
-    assert text.splitlines() == [
-        "d1: no bearing.",
+    assert text.splitlines() == [  # d1 bears on nothing: no line
         "d2: A ('leak', +2).",
         "d3: B ('rumour', +0.5).",
         "d4: B, no weight.",
@@ -260,6 +266,7 @@ def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_one
     assert explain_compact(["A", "B", "C"], unweighed, model, ["d4"]).splitlines() == ["d4: B, no weight."]
     assert compact_evidence(["A", "B", "C"], unweighed, model, ["d4"]) == []  # uniform
     assert explain_compact(["A", "B"], {}, model, []) == "No reports found."
+    assert explain_compact(["A", "B"], {}, model, ["d1", "d2"]) == NO_BEARING
     model.llr["denial"] = math.log(1 / 3)  # a cue that points away from the outcome it names
     ledger = {"d2": (0, "leak", "x"), "d3": (0, "denial", "y")}
     text = explain_compact(["A", "B"], ledger, model, ["d2", "d3"])
@@ -288,8 +295,7 @@ def test_verdicts_read_back_what_the_compact_turn_wrote():
     }
     text = explain_compact(labels, ledger, model, ["d1", "d2", "d3", "d4", "d5"])
     verdicts = parse_verdicts(text)
-    assert verdicts == [
-        Verdict("d1"),
+    assert verdicts == [  # d1 bears on nothing: no verdict written
         Verdict("d2", "St. Anne: the port", "leak", 2.0),
         Verdict("d3", "B", "rumour", 0.5),
         Verdict("d4", "B"),

@@ -36,17 +36,20 @@ def teacher_steps(make_synthetic_env, tmp_path: Path) -> Path:
     return log
 
 
-def _edit_final_turn(record: StepRecord, content: str, evidence: object) -> StepRecord:
-    """The record as if a student had written ``content`` and submitted ``evidence``."""
+def _edit_final_turn(
+    record: StepRecord, content: str, evidence: object, hits: list[str] | None = None
+) -> StepRecord:
+    """The record as if a student had written ``content`` and submitted ``evidence`` (its search: ``hits``)."""
     messages = [dict(m) for m in record.messages]
     final = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
     messages[final]["content"] = content
-    calls = [
-        c.__class__(**{**c.to_dict(), "arguments": {"evidence": evidence}})
-        if c.name == "submit_forecast"
-        else c
-        for c in record.tool_calls
-    ]
+    calls = []
+    for call in record.tool_calls:
+        if call.name == "submit_forecast":
+            call = call.__class__(**{**call.to_dict(), "arguments": {"evidence": evidence}})
+        elif call.name == "search" and hits is not None:
+            call = call.__class__(**{**call.to_dict(), "doc_ids": hits})
+        calls.append(call)
     return record.replace(messages=messages, tool_calls=calls)
 
 
@@ -64,24 +67,45 @@ def test_the_teacher_agrees_with_itself(teacher_steps: Path) -> None:
 
 def test_each_way_a_student_departs_is_counted(teacher_steps: Path, tmp_path: Path) -> None:
     records = load_records(teacher_steps)
-    weighed = [(r, step_verdicts(r)) for r in records]
-    # a step whose first hit the teacher weighed and whose second it judged of no bearing
+    # a step of 3 hits or more: the first weighed by the teacher, a later one of no bearing (no line)
     record, taught = next(
-        (r, s) for r, s in weighed
-        if len(s.verdicts) >= 2 and s.verdicts[0].weighed and not s.verdicts[1].outcome
+        (r, s) for r, s in ((r, step_verdicts(r)) for r in records)
+        if len(set(s.hits)) >= 3 and s.judged()[s.hits[0]].weighed
+        and any(s.judged()[h].outcome is None for h in s.hits[1:])
     )  # fmt: skip
-    first, second = taught.verdicts[0], taught.verdicts[1]
+    judged = taught.judged()
+    assert "no bearing" not in record.messages[-2]["content"]  # the teacher writes no line for such a hit
+    first = judged[taught.hits[0]]
+    second = next(judged[h] for h in taught.hits[1:] if judged[h].outcome is None)
+    gone = next(h for h in taught.hits if h not in (first.doc_id, second.doc_id))
     other = next(label for label in record.outcomes if label != first.outcome)
     text = f"{first.doc_id}: {other} ('{first.signature}', +{first.points:g}).\n{second.doc_id}: {other} ('x', +1)."
-    # judged: the first with the other outcome, the second weighed; the rest left out; evidence miscopied
-    student = [_edit_final_turn(r, text, [[other, 5]]) if r.key == record.key else r for r in records]
-    student_log = save_records(tmp_path / "student", student[:-1])  # and the last step never played
+    # judged: the first with the other outcome, the second weighed; one hit not among the student's own
+    # (its search returned the others); the rest passed over, so of no bearing; evidence miscopied
+    edited = _edit_final_turn(record, text, [[other, 5]], [h for h in taught.hits if h != gone])
+    rest = [v for d, v in judged.items() if d not in (first.doc_id, second.doc_id, gone)]
+    one = compare_verdicts([record], [edited])
+    assert one.steps == 1 and one.same_hits == 0 and one.copied == 0 and one.teacher_copied == 1
+    assert one.documents == len(judged) >= 3
+    assert {name: n for name, n in one.categories.items() if n} == {
+        name: n
+        for name, n in {
+            "other outcome, same points": 1,
+            "student weighed it, teacher: no bearing": 1,
+            "not judged by the student": 1,
+            "student: no bearing, teacher weighed it": sum(v.outcome is not None for v in rest),
+            "both: no bearing": sum(v.outcome is None for v in rest),
+        }.items()
+        if n
+    }
+    # the whole log, the last step never played by the student
+    student = [edited if r.key == record.key else r for r in records]
+    student_log = save_records(tmp_path / "student", student[:-1])
     comparison = compare_verdicts(teacher_steps, student_log)
     assert comparison.steps == len(records) - 1 and comparison.unpaired == 1
     assert comparison.copied == comparison.steps - 1 and comparison.submitted == comparison.steps
     assert comparison.categories["other outcome, same points"] == 1
-    assert comparison.categories["student weighed it, teacher: no bearing"] == 1
-    assert comparison.categories["not judged by the student"] == len(taught.verdicts) - 2
+    assert comparison.categories["not judged by the student"] == 1
     assert sum(comparison.categories.values()) == comparison.documents
     assert "other outcome, same points" in comparison.table()
 
