@@ -4,10 +4,10 @@ The compact teacher (:class:`forecast_dojo.agents.honest.HonestEvidenceAgent`, `
 step with one verdict per search hit that bears on the question
 (``syn0-00102: Yes ('document+leak+verified', +2).``; a hit it passes over is of no bearing, and
 until 2026-12-07 it wrote ``syn0-00079: no bearing.``) and a ``submit_forecast(evidence=...)`` call
-that copies the weighed ones. A fine-tuned student writes the same form, so the two logs of the same held-out steps can be
-compared where the score is decided: did the student search the same documents, judge each one as the
-teacher did, and copy its own verdicts into the call? The Brier score says how far a student is from
-its teacher; this says where.
+that copies the weighed ones. A fine-tuned student writes the same form, so the two logs of the same
+held-out steps can be compared where the score is decided: did the student search the same documents,
+judge each one as the teacher did, and copy its own verdicts into the call? The Brier score says how
+far a student is from its teacher; this says where.
 
     from forecast_dojo.evaluation.verdicts import compare_verdicts
     comparison = compare_verdicts("runs/teacher-eval/honest-none", "runs/eval/hf-sft-model-none")
