@@ -153,6 +153,7 @@ def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     TransformersAgent.from_pretrained(args.model, **options)  # load the model once, outside the timer
     extra: dict = {"prompt": args.prompt} if args.prompt else {}
+    budgets = {"max_tool_calls": args.max_tool_calls} if args.max_tool_calls else {}
     if "split" in {f.name for f in dataclasses.fields(DojoSpec)}:  # newer trees hold one split per env
         extra["split"] = "all"
 
@@ -164,6 +165,7 @@ def child(args: argparse.Namespace) -> None:
             embedder=args.embedder,
             max_turns=args.max_turns,
             tools=tuple(args.tools),
+            **budgets,
             run_metadata=metadata,
             **extra,
         )
@@ -251,6 +253,12 @@ def main() -> None:
         "--baseline-events", type=int, help="episodes for the one-at-a-time modes (default: --events)"
     )
     parser.add_argument("--max-turns", type=int, default=2, help="turns per forecast step (the env's budget)")
+    parser.add_argument(
+        "--max-tool-calls",
+        type=int,
+        help="tool calls per forecast step (default: Synthetic-v0's 8; training/experiment.py plays 3). The"
+        " prompt shows this budget, and a student may copy it (the nineteenth run's asks for top_k = the budget)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=128, help="tokens per turn at most")
     parser.add_argument("--prompt", help="the env's prompt profile (e.g. compact), if this tree has one")
     parser.add_argument(
@@ -300,6 +308,8 @@ def main() -> None:
                 command += ["--time-limit", str(args.time_limit)]
             if args.prompt:
                 command += ["--prompt", args.prompt]
+            if args.max_tool_calls:
+                command += ["--max-tool-calls", str(args.max_tool_calls)]
             root = baseline_tree if code == "baseline" else REPO
             env = dict(os.environ, PYTHONPATH=str(root), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
             print(f"# {mode}: {' '.join(command[1:])} (PYTHONPATH={root})", flush=True)
@@ -314,7 +324,8 @@ def main() -> None:
     base = rows[0]["steps_per_min"]
     reference = next((r["turns_per_min"] for r in rows if MODES[r["mode"]][0] == "reference"), None)
     print(
-        f"\nSmolLM2-135M ({args.model}), synthetic world, memory-free, max {args.max_turns} turns per step, "
+        f"\nSmolLM2-135M ({args.model}), synthetic world, memory-free, max {args.max_turns} turns and "
+        f"{args.max_tool_calls or 'the spec default of'} tool calls per step, "
         f"max {args.max_new_tokens} new tokens per turn, prompt profile {args.prompt or 'default'}"
     )
     print(

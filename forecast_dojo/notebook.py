@@ -21,7 +21,7 @@ from datetime import date
 from typing import Any
 
 from forecast_dojo.errors import NotebookError as NotebookError
-from forecast_dojo.schema import SchemaError, check_distribution
+from forecast_dojo.schema import SchemaError, check_distribution, values_in_outcome_order
 from forecast_dojo.scoring import read_free_form
 from forecast_dojo.untrusted import UntrustedInputError, preview, read_json
 
@@ -175,14 +175,15 @@ def parse_notebook(
             raise NotebookError(f"notebook.assessment (a free-form question's): {error}")
         labels, probabilities = tuple(free_form), tuple(free_form.values())
     else:
-        if not isinstance(assessment, dict) or set(assessment) != set(outcomes):
+        if not isinstance(assessment, dict):
             raise NotebookError(
                 f"notebook.assessment must map every outcome label {list(outcomes)} to a probability"
             )
+        values, error = values_in_outcome_order(assessment, outcomes, "notebook.assessment")
+        if values is None:
+            raise NotebookError(f"notebook.assessment must map every outcome label to a probability: {error}")
         try:
-            probabilities = check_distribution(
-                [assessment[label] for label in outcomes], len(outcomes), where="notebook.assessment"
-            )
+            probabilities = check_distribution(values, len(outcomes), where="notebook.assessment")
         except SchemaError as err:
             raise NotebookError(str(err)) from err
         labels = tuple(outcomes)

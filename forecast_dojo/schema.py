@@ -446,6 +446,50 @@ def as_number(value: Any) -> float:
         return math.inf
 
 
+def outcome_index(label: str, outcomes: Sequence[str]) -> int | None:
+    """The position of a label a model wrote among the outcomes, or None when it names none of them.
+
+    The label as written when it is one of the outcomes; else the label without surrounding
+    whitespace, when that is exactly one outcome (a tokenizer's leading space, as in ``" Harbor
+    Works"``, names the same outcome). Nothing else is forgiven: case, inner spaces and spelling
+    must match, so a near-name (``"Degradro Labs"`` for ``"Degro Labs"``) is still refused.
+    """
+    if label in outcomes:
+        return list(outcomes).index(label)
+    stripped = label.strip()
+    matches = [i for i, outcome in enumerate(outcomes) if outcome.strip() == stripped]
+    return matches[0] if len(matches) == 1 else None
+
+
+def values_in_outcome_order(
+    value: Any, outcomes: Sequence[str], name: str
+) -> tuple[list[Any] | None, str | None]:
+    """One number per outcome from ``{label: x}`` (each label once, see :func:`outcome_index`) or a list."""
+    if isinstance(value, dict):
+        by_index: dict[int, Any] = {}
+        unknown, repeated = [], []
+        for label, number in value.items():
+            index = outcome_index(str(label), outcomes)
+            if index is None:
+                unknown.append(str(label))
+            elif index in by_index:
+                repeated.append(outcomes[index])
+            else:
+                by_index[index] = number
+        missing = [label for i, label in enumerate(outcomes) if i not in by_index]
+        if unknown or missing or repeated:
+            named_twice = f", named twice: {preview(repeated)}" if repeated else ""
+            return (
+                None,
+                f"labels must be exactly {list(outcomes)} (unknown: {preview(sorted(unknown))},"
+                f" missing: {missing}{named_twice})",
+            )
+        return [by_index[i] for i in range(len(outcomes))], None
+    if isinstance(value, list):
+        return value, None
+    return None, f"{name} must be an object keyed by outcome label or a list"
+
+
 def check_distribution(values: Sequence[float], k: int, *, where: str = "distribution") -> tuple[float, ...]:
     """Validate a probability vector of length ``k``; renormalize tiny rounding; raise otherwise."""
     if len(values) != k:

@@ -36,7 +36,13 @@ from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.graph import parse_graph
 from forecast_dojo.notebook import Notebook, NotebookError, parse_notebook, schema_words
 from forecast_dojo.paths import cache_root
-from forecast_dojo.schema import SchemaError, as_number, check_distribution
+from forecast_dojo.schema import (
+    SchemaError,
+    as_number,
+    check_distribution,
+    outcome_index,
+    values_in_outcome_order,
+)
 from forecast_dojo.scoring import read_free_form, round_distribution, softmax, uniform
 from forecast_dojo.timeutil import from_micros
 from forecast_dojo.untrusted import preview
@@ -78,24 +84,6 @@ class ToolResult:
     notebook: Notebook | None = None
     rationale: str | None = None
     submitted: bool = False
-
-
-def values_in_outcome_order(
-    value: Any, outcomes: Sequence[str], name: str
-) -> tuple[list[Any] | None, str | None]:
-    """One number per outcome from ``{label: x}`` (exactly the labels) or a list, not yet checked."""
-    if isinstance(value, dict):
-        unknown = sorted(set(map(str, value)) - set(outcomes))
-        missing = [label for label in outcomes if label not in value]
-        if unknown or missing:
-            return (
-                None,
-                f"labels must be exactly {list(outcomes)} (unknown: {preview(unknown)}, missing: {missing})",
-            )
-        return [value[label] for label in outcomes], None
-    if isinstance(value, list):
-        return value, None
-    return None, f"{name} must be an object keyed by outcome label or a list"
 
 
 def read_probabilities(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...] | None, str | None]:
@@ -194,12 +182,13 @@ def read_evidence(value: Any, outcomes: Sequence[str]) -> tuple[tuple[float, ...
         if not (isinstance(piece, list) and len(piece) == 2 and isinstance(piece[0], str)):
             return None, f"each piece of evidence must be a [label, number] pair, got {preview(piece)}"
         label, strength = piece
-        if label not in outcomes:
+        index = outcome_index(label, outcomes)
+        if index is None:
             return None, f"evidence names {preview(label)}, not one of {list(outcomes)}"
         number, error = _bounded_number(strength, "evidence strengths")
         if number is None:
             return None, error
-        sums[outcomes.index(label)] += number
+        sums[index] += number
     return tuple(sums), None
 
 

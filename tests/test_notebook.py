@@ -46,6 +46,15 @@ def test_malformed(value):
         parse_notebook(value, OUTCOMES)
 
 
+def test_an_assessment_reads_its_labels_as_a_submitted_forecast_does():
+    notebook = parse_notebook({"assessment": {" A": 0.5, "B ": 0.3, "C": 0.2}}, OUTCOMES)
+    assert notebook.to_dict()["assessment"] == {"A": 0.5, "B": 0.3, "C": 0.2}
+    with pytest.raises(NotebookError, match="named twice"):
+        parse_notebook({"assessment": {"A": 0.5, " A": 0.3, "B": 0.1, "C": 0.1}}, OUTCOMES)
+    with pytest.raises(NotebookError, match="unknown: \\['a'\\]"):
+        parse_notebook({"assessment": {"a": 0.5, "B": 0.3, "C": 0.2}}, OUTCOMES)
+
+
 def test_an_assessment_left_out_is_the_forecast_given():
     notebook = parse_notebook(
         {"evidence": [{"claim": "poll", "date": "2030-01-02", "doc_ids": ["d1"]}]},

@@ -244,6 +244,40 @@ def test_evidence_is_summed_per_outcome_onto_the_log_odds():
     )  # no overflow
 
 
+def test_a_label_with_surrounding_whitespace_names_its_outcome_and_nothing_else_is_forgiven():
+    # a tokenizer's leading space (" Harbor Works", seen from the SFT student) names the outcome;
+    # case, inner spaces and near-names do not
+    from forecast_dojo.tools import read_evidence, read_forecast, read_probabilities
+
+    outcomes = ["Harbor Works", "Degro Labs", "Yes"]
+    assert read_evidence([[" Harbor Works", 1], ["Degro Labs\n", 0.5]], outcomes) == ((1.0, 0.5, 0.0), None)
+    for label in ["harbor works", "Harbor  Works", "Degradro Labs", "", " "]:
+        sums, error = read_evidence([[label, 1]], outcomes)
+        assert sums is None and "not one of" in error
+    assert read_probabilities({" Yes ": 0.5, "Harbor Works": 0.25, "Degro Labs": 0.25}, outcomes) == (
+        (0.25, 0.25, 0.5),
+        None,
+    )
+    assert read_forecast({"log_odds": {"Yes": 0, " Harbor Works": 0, "Degro Labs": 0}}, outcomes)[0] == (
+        pytest.approx([1 / 3] * 3)
+    )
+    # two keys for one outcome are refused, not silently merged or overwritten
+    forecast, error = read_probabilities(
+        {"Yes": 0.5, " Yes": 0.5, "Harbor Works": 0, "Degro Labs": 0}, outcomes
+    )
+    assert forecast is None and "named twice: ['Yes']" in error
+
+
+def test_outcome_labels_differing_only_in_whitespace_are_matched_exactly_or_not_at_all():
+    from forecast_dojo.schema import outcome_index
+
+    outcomes = ["A", " A", "B"]
+    assert outcome_index("A", outcomes) == 0
+    assert outcome_index(" A", outcomes) == 1
+    assert outcome_index("A ", outcomes) is None  # ambiguous once stripped: refused
+    assert outcome_index(" B", outcomes) == 2
+
+
 @pytest.mark.parametrize(
     ("value", "error"),
     [
