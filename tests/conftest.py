@@ -22,7 +22,7 @@ T0 = datetime(2030, 1, 1, tzinfo=UTC)
 # distilled static embedder, a 300-event synthetic world, the oracle calibration sample) ...
 SLOW_FIXTURES = frozenset({"tiny_model", "local_ray", "static_embedder", "big_world", "calibration_data"})
 # ... every test of these modules (the LLM agent tests load SmolLM2's tokenizer: ~30 s cold) ...
-SLOW_MODULES = ("tests/agents/test_llm.py",)
+SLOW_MODULES = ("tests/agents/test_llm.py", "tests/evaluation/test_gate.py")
 # ... and these single tests (IVF-PQ training on the recall corpus).
 SLOW_TESTS = frozenset(
     {

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forecast_dojo.agents.honest import Verdict, parse_verdicts
+from forecast_dojo.agents.honest import NO_BEARING, Verdict, parse_verdicts
 from forecast_dojo.errors import DataError
 from forecast_dojo.records import StepRecord
 from forecast_dojo.tools import SUBMIT_FORECAST
@@ -56,11 +56,15 @@ class StepVerdicts:
         hits: the documents the step's searches returned, in order.
         verdicts: the final turn's verdicts (:func:`forecast_dojo.agents.honest.parse_verdicts`).
         evidence: the ``evidence`` of the step's last ``submit_forecast`` call, or None without one.
+        no_bearing: whether the final turn opens with :data:`~forecast_dojo.agents.honest.NO_BEARING`,
+            the one-line turn that judges every hit at once (the twentieth learning run's student wrote
+            it in 58 % of its held-out steps, the teacher in 16 %).
     """
 
     hits: list[str]
     verdicts: list[Verdict]
     evidence: list[Any] | None
+    no_bearing: bool = False
 
     @property
     def copied(self) -> bool:
@@ -90,6 +94,23 @@ class StepVerdicts:
         return verdicts
 
 
+def final_turn_index(record: StepRecord) -> int | None:
+    """The index in ``record.messages`` of the step's final turn, the one that decides the forecast.
+
+    That is the last assistant message calling ``submit_forecast`` when the step submitted, else the
+    last assistant message; None when the step has no assistant message.
+    """
+    submitted = any(call.name == SUBMIT_FORECAST for call in record.tool_calls)
+    for index in range(len(record.messages) - 1, -1, -1):
+        message = record.messages[index]
+        if message["role"] != "assistant":
+            continue
+        calls = message.get("tool_calls") or []
+        if not submitted or any(call["function"]["name"] == SUBMIT_FORECAST for call in calls):
+            return index
+    return None
+
+
 def step_verdicts(record: StepRecord) -> StepVerdicts:
     """Read a step record's searches, final-turn verdicts and submitted evidence."""
     hits = [doc for call in record.tool_calls if call.name == "search" for doc in call.doc_ids]
@@ -98,15 +119,9 @@ def step_verdicts(record: StepRecord) -> StepVerdicts:
     if submits and isinstance(submits[-1].arguments, dict):
         given = submits[-1].arguments.get("evidence")
         evidence = given if isinstance(given, list) else None
-    final = ""
-    for message in reversed(record.messages):
-        if message["role"] != "assistant":
-            continue
-        calls = message.get("tool_calls") or []
-        if not submits or any(call["function"]["name"] == SUBMIT_FORECAST for call in calls):
-            final = message.get("content") or ""
-            break
-    return StepVerdicts(hits, parse_verdicts(final), evidence)
+    index = final_turn_index(record)
+    final = "" if index is None else record.messages[index].get("content") or ""
+    return StepVerdicts(hits, parse_verdicts(final), evidence, final.strip().startswith(NO_BEARING))
 
 
 def _category(teacher: Verdict, student: Verdict | None) -> str:
@@ -137,6 +152,11 @@ class VerdictComparison:
         submitted: paired steps in which the student called ``submit_forecast`` with ``evidence``.
         copied: those whose evidence is the student's own weighed verdicts (:attr:`StepVerdicts.copied`).
         teacher_copied: the same for the teacher (all of them, unless its format changed).
+        no_bearing: paired steps whose student's final turn is the one-line "no report bears" turn
+            (:attr:`StepVerdicts.no_bearing`).
+        teacher_no_bearing: the same for the teacher.
+        no_bearing_teacher_weighed: steps of ``no_bearing`` in which the teacher weighed at least one
+            report: the whole step's evidence lost at one decision.
     """
 
     steps: int = 0
@@ -147,6 +167,9 @@ class VerdictComparison:
     submitted: int = 0
     copied: int = 0
     teacher_copied: int = 0
+    no_bearing: int = 0
+    teacher_no_bearing: int = 0
+    no_bearing_teacher_weighed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready form."""
@@ -159,6 +182,9 @@ class VerdictComparison:
             "submitted": self.submitted,
             "copied": self.copied,
             "teacher_copied": self.teacher_copied,
+            "no_bearing": self.no_bearing,
+            "teacher_no_bearing": self.teacher_no_bearing,
+            "no_bearing_teacher_weighed": self.no_bearing_teacher_weighed,
         }
 
     def table(self) -> str:
@@ -173,6 +199,9 @@ class VerdictComparison:
             f"paired steps: {self.steps}{unpaired}",
             f"searches returned the teacher's documents: {share(self.same_hits, self.steps)}",
             f"evidence copied from its own verdicts: {share(self.copied, self.steps)} (teacher: {teacher})",
+            f"final turn '{NO_BEARING}': {share(self.no_bearing, self.steps)} "
+            f"(teacher: {share(self.teacher_no_bearing, self.steps)}; where the teacher weighed a report: "
+            f"{self.no_bearing_teacher_weighed})",
             f"the teacher's {self.documents} document verdicts, in the student's turn:",
         ]
         width = max(map(len, CATEGORIES))
@@ -219,6 +248,9 @@ def compare_verdicts(
         comparison.submitted += learnt.evidence is not None
         comparison.copied += learnt.copied
         comparison.teacher_copied += taught.copied
+        comparison.no_bearing += learnt.no_bearing
+        comparison.teacher_no_bearing += taught.no_bearing
+        comparison.no_bearing_teacher_weighed += learnt.no_bearing and any(v.weighed for v in taught.verdicts)
         theirs = learnt.judged()
         for verdict in taught.judged().values():
             counts[_category(verdict, theirs.get(verdict.doc_id))] += 1

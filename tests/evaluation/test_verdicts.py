@@ -18,24 +18,6 @@ from forecast_dojo.trajectory import load_records, save_records
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def teacher_steps(make_synthetic_env, tmp_path: Path) -> Path:
-    """The compact honest teacher on three held-out events, memory-free; returns its log directory."""
-    from forecast_dojo.agents.honest import HonestEvidenceAgent, fit_cue_model
-    from forecast_dojo.evaluation.runner import run_episode
-
-    fitting = make_synthetic_env(prompt="compact")  # fitting plays the training events: not in the log
-    ids = sorted(e.id for e in fitting.events)
-    agent = HonestEvidenceAgent(fit_cue_model(fitting, ids[0::2]), compact=True)
-    fitting.close()
-    log = tmp_path / "teacher"
-    env = make_synthetic_env(prompt="compact", log_dir=log, run_metadata={"agent": "honest"})
-    for event_id in ids[1:6:2]:
-        run_episode(env, agent, event_id)
-    env.close()
-    return log
-
-
 def _edit_final_turn(
     record: StepRecord, content: str, evidence: object, hits: list[str] | None = None
 ) -> StepRecord:
@@ -134,3 +116,24 @@ def test_the_script_prints_the_table_and_writes_json(teacher_steps: Path, tmp_pa
         capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert missing.returncode == 2 and "error:" in missing.stderr
+
+
+def test_a_one_line_no_bearing_turn_is_counted(teacher_steps: Path) -> None:
+    from forecast_dojo.agents.honest import NO_BEARING
+
+    records = load_records(teacher_steps)
+    weighed = next(r for r in records if any(v.weighed for v in step_verdicts(r).verdicts))
+    edited = _edit_final_turn(weighed, NO_BEARING, [])
+    assert step_verdicts(edited).no_bearing and not step_verdicts(weighed).no_bearing
+    teacher_gate = sum(step_verdicts(r).no_bearing for r in records)
+    student = [edited if r.key == weighed.key else r for r in records]
+    comparison = compare_verdicts(records, student)
+    assert comparison.no_bearing == teacher_gate + 1 and comparison.teacher_no_bearing == teacher_gate
+    assert comparison.no_bearing_teacher_weighed == 1
+    assert comparison.categories["student: no bearing, teacher weighed it"] >= 1
+    assert f"final turn '{NO_BEARING}': {teacher_gate + 1} of {len(records)}" in comparison.table()
+    assert comparison.to_dict()["no_bearing_teacher_weighed"] == 1
+    # the teacher against itself: its gate turns are its own, never where it weighed a report
+    itself = compare_verdicts(records, records)
+    assert itself.no_bearing == itself.teacher_no_bearing == teacher_gate
+    assert itself.no_bearing_teacher_weighed == 0
