@@ -241,6 +241,9 @@ class HonestEvidenceAgent(EvidenceAgent):
             (:func:`compact_evidence`; the forecast is :func:`tally_forecast`, in place of exact odds
             from the training prior), and a notebook of at most :data:`COMPACT_NOTEBOOK_EVIDENCE`
             claims written as a reader would.
+        no_bearing_lines: the compact teacher writes ``doc: no bearing.`` for each hit that does not
+            bear on the question (the form before 2026-12-07) instead of passing it over, so its final
+            turn never opens with the one-line :data:`NO_BEARING` (:func:`explain_compact`).
     """
 
     def __init__(
@@ -252,6 +255,7 @@ class HonestEvidenceAgent(EvidenceAgent):
         name: str = "honest",
         *,
         compact: bool = False,
+        no_bearing_lines: bool = False,
     ) -> None:
         super().__init__(
             top_k=top_k or (COMPACT_TOP_K if compact else 10),
@@ -260,6 +264,7 @@ class HonestEvidenceAgent(EvidenceAgent):
         )
         self.model = model
         self.compact = compact
+        self.no_bearing_lines = no_bearing_lines
         self.notebook_evidence = notebook_evidence or (COMPACT_NOTEBOOK_EVIDENCE if compact else 8)
         self.readings: list[Reading] = []
 
@@ -341,7 +346,9 @@ class HonestEvidenceAgent(EvidenceAgent):
         if self.compact:  # the verdicts that carry weight, copied as evidence: the env sums them
             rest = {key: value for key, value in arguments.items() if key != "probabilities"}
             action = tool_call("submit_forecast", evidence=evidence, **rest)
-            action["content"] = explain_compact(outcomes, ledger, model, hits)
+            action["content"] = explain_compact(
+                outcomes, ledger, model, hits, no_bearing_lines=self.no_bearing_lines
+            )
             return action
         text = self.explain(outcomes, prior, weighed, ledger, probabilities, model)
         arguments["rationale"] = (
@@ -458,6 +465,8 @@ def explain_compact(
     ledger: dict[str, tuple[int, str, str]],
     model: CueModel,
     hits: Sequence[str] = (),
+    *,
+    no_bearing_lines: bool = False,
 ) -> str:
     """The compact teacher's final turn: one verdict per search hit that bears on the question (then notes).
 
@@ -476,13 +485,20 @@ def explain_compact(
         ledger: doc id -> (favoured outcome, cue signature, date) of every report read.
         model: the cue model (which signatures carry weight, and how much).
         hits: the document ids the searches returned, in their order (empty: the ledger's own order).
+        no_bearing_lines: write ``doc: no bearing.`` for each hit that does not bear on the question
+            (the form before 2026-12-07), so that every verdict is decided next to its document's id;
+            by default such a hit gets no line, and a turn in which no hit bears is the one line
+            :data:`NO_BEARING`, one decision for all of them (the twentieth learning run's student wrote
+            it in 58 % of its held-out steps where the teacher wrote it in 16 %: docs/training.md).
 
     Returns:
-        One short line per verdict (:data:`NO_BEARING` when no hit bears on the question, ``No reports
-        found.`` when the searches returned nothing).
+        One short line per verdict (:data:`NO_BEARING` when no hit bears on the question and
+        ``no_bearing_lines`` is off, ``No reports found.`` when the searches returned nothing).
     """
 
     def verdict(doc_id: str) -> str:
+        if doc_id not in ledger:
+            return f"{doc_id}: no bearing."
         favoured, signature, _ = ledger[doc_id]
         if signature not in model.llr:
             return f"{doc_id}: {outcomes[favoured]}, no weight."
@@ -490,7 +506,7 @@ def explain_compact(
         return f"{doc_id}: {outcomes[favoured]} ('{signature}', {'+' if value >= 0 else '-'}{number(abs(value))})."
 
     order, notes = verdict_order(ledger, model, hits)
-    lines = [verdict(doc_id) for doc_id in order if doc_id in ledger]
+    lines = [verdict(doc_id) for doc_id in order if no_bearing_lines or doc_id in ledger]
     if notes:
         lines.append("Notes: " + " ".join(verdict(doc_id) for doc_id in notes))
     if lines:

@@ -112,6 +112,11 @@ class RunArguments:
         "agent; for local models the batch size",
     )
     no_python: bool = option(False, help="disable the python tool")
+    honest_no_bearing_lines: bool = option(
+        False,
+        help="the compact honest agent writes 'doc: no bearing.' for each search hit that does not bear on the "
+        "question, instead of passing it over (and the one line 'No report bears on the question.' when none does)",
+    )
     prompt: str | None = option(
         None,
         choices=("default", "compact"),
@@ -325,7 +330,9 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             from forecast_dojo.agents.honest import HonestEvidenceAgent
 
             factories[name] = lambda env, model=honest_model: HonestEvidenceAgent(
-                model, compact=getattr(env, "prompt", "default") == "compact"
+                model,
+                compact=getattr(env, "prompt", "default") == "compact",
+                no_bearing_lines=args.honest_no_bearing_lines,
             )
         elif name in AGENTS:
             factories[name] = lambda env, name=name: AGENTS[name]()

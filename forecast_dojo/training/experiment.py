@@ -84,6 +84,10 @@ class ExperimentArguments:
         max_tool_calls: tool calls per forecast step.
         max_turns: turns per forecast step.
         teacher_rollouts: teacher episodes per (event, mode); the export keeps the best ``best_of`` per step.
+        teacher_no_bearing_lines: the teacher writes ``doc: no bearing.`` for each search hit that does not
+            bear on the question (``forecast-dojo run --honest-no-bearing-lines``; the form of the runs
+            before 2026-12-07, about 12 more tokens in the median record) instead of passing it over and
+            writing the one line "No report bears on the question." when none does.
         best_of: records kept per (event, step, memory) by the export (best score first).
         max_tokens: the export's length budget (SFT ``max_length`` too).
         sft_max_steps: SFT optimizer steps (-1: ``sft_epochs`` over the data). The default, 270 steps of
@@ -142,6 +146,7 @@ class ExperimentArguments:
     max_turns: int = 4
     teacher_sample: int = 200
     teacher_rollouts: int = 1
+    teacher_no_bearing_lines: bool = False
     best_of: int = 1
     max_tokens: int = 1024
     sft_max_steps: int = 270
@@ -325,7 +330,8 @@ def _run_argv(
 def stage_teacher(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The honest agent on the training events, both memory modes."""
     argv = _run_argv(args, layout, layout.teacher, ["honest"], "train")
-    _cli([*argv, "--rollouts", str(args.teacher_rollouts)])
+    argv += ["--rollouts", str(args.teacher_rollouts)]
+    _cli([*argv, "--honest-no-bearing-lines"] if args.teacher_no_bearing_lines else argv)
     return {"records": _count_records(layout.teacher)}
 
 

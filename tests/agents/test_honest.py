@@ -238,7 +238,13 @@ def test_compact_points_are_half_nats_and_the_tally_forecast_is_their_softmax():
 
 
 def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_ones():
-    from forecast_dojo.agents.honest import CueModel, compact_evidence, explain_compact
+    from forecast_dojo.agents.honest import (
+        CueModel,
+        Verdict,
+        compact_evidence,
+        explain_compact,
+        parse_verdicts,
+    )
     from forecast_dojo.tools import read_forecast
 
     model = CueModel(llr={"leak": math.log(7.5), "rumour": math.log(1.5), "report": math.log(3)})
@@ -267,6 +273,15 @@ def test_the_compact_turn_names_each_verdict_and_its_call_copies_the_weighed_one
     assert compact_evidence(["A", "B", "C"], unweighed, model, ["d4"]) == []  # uniform
     assert explain_compact(["A", "B"], {}, model, []) == "No reports found."
     assert explain_compact(["A", "B"], {}, model, ["d1", "d2"]) == NO_BEARING
+    # with the lines of no bearing (the form before 2026-12-07) every hit is judged next to its id
+    lined = explain_compact(["A", "B", "C"], ledger, model, hits, no_bearing_lines=True).splitlines()
+    assert lined == ["d1: no bearing.", *text.splitlines()]
+    assert explain_compact(["A", "B"], {}, model, ["d1", "d2"], no_bearing_lines=True).splitlines() == [
+        "d1: no bearing.",
+        "d2: no bearing.",
+    ]
+    assert explain_compact(["A", "B"], {}, model, [], no_bearing_lines=True) == "No reports found."
+    assert parse_verdicts("\n".join(lined)) == [Verdict("d1"), *parse_verdicts(text)]
     model.llr["denial"] = math.log(1 / 3)  # a cue that points away from the outcome it names
     ledger = {"d2": (0, "leak", "x"), "d3": (0, "denial", "y")}
     text = explain_compact(["A", "B"], ledger, model, ["d2", "d3"])

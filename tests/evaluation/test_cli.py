@@ -183,3 +183,24 @@ def test_notebook_control_study_has_its_own_default_folder(synthetic_cache, tmp_
         ("evidence-oracle", "notebook"),
         ("evidence-oracle", "notebook-empty"),
     }
+
+
+def test_the_honest_teacher_writes_its_lines_of_no_bearing_when_asked(synthetic_cache, tmp_path, monkeypatch):
+    from forecast_dojo.evaluation.verdicts import step_verdicts
+    from forecast_dojo.trajectory import load_records
+
+    monkeypatch.setenv("FORECAST_DOJO_CACHE", str(synthetic_cache))
+    base = ["run", *ARGS, "--prompt", "compact", "--agents", "honest", "--modes", "none", "--split", "eval"]
+    finals = {}
+    for name, extra in (("gate", []), ("lines", ["--honest-no-bearing-lines"])):
+        assert main([*base, "--max-events", "4", "--out", str(tmp_path / name), *extra]) == 0
+        records = load_records(tmp_path / name / "honest-none")
+        finals[name] = {r.key: step_verdicts(r) for r in records}
+    assert finals["gate"].keys() == finals["lines"].keys()
+    gate_turns = [k for k, v in finals["gate"].items() if v.no_bearing]
+    assert gate_turns, "no step of the sample where no hit bears on the question"
+    assert not any(v.no_bearing for v in finals["lines"].values())
+    for key, gated in finals["gate"].items():
+        lined = finals["lines"][key]
+        assert lined.evidence == gated.evidence and lined.judged() == gated.judged()  # the same forecast
+        assert {v.doc_id for v in lined.verdicts} == set(lined.hits)  # every hit judged in writing

@@ -206,6 +206,23 @@ def test_the_evaluations_play_only_the_named_memory_modes(tmp_path):
     assert teacher[teacher.index("--modes") + 1 : teacher.index("--split")] == ["none", "notebook"]
 
 
+def test_the_teacher_writes_lines_of_no_bearing_only_when_asked(tmp_path, monkeypatch):
+    from forecast_dojo.cli import build_parser
+    from forecast_dojo.training import experiment
+
+    calls = []
+    monkeypatch.setattr(experiment, "_cli", calls.append)
+    monkeypatch.setattr(experiment, "_count_records", lambda folder: 0)
+    layout = Layout(tmp_path / "exp")
+    for lines in (False, True):
+        experiment.stage_teacher(
+            ExperimentArguments(out=str(layout.root), teacher_no_bearing_lines=lines), layout
+        )
+    assert ["--honest-no-bearing-lines" in argv for argv in calls] == [False, True]
+    parsed = [build_parser().parse_args(argv) for argv in calls]  # flags `forecast-dojo run` knows
+    assert [p.honest_no_bearing_lines for p in parsed] == [False, True]
+
+
 def test_the_base_model_can_leave_memory_on_out_while_the_sft_model_plays_both(tmp_path, monkeypatch):
     from forecast_dojo.training import experiment
 
