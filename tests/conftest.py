@@ -207,6 +207,17 @@ def make_synthetic_env(synthetic_cache: Path, monkeypatch: pytest.MonkeyPatch):
     return make
 
 
+def require_smollm2():
+    """``forecast_dojo.agents.llm``, or skip the calling test module when SmolLM2's package or gguf is missing."""
+    pytest.importorskip("gguf")
+    llm = pytest.importorskip("forecast_dojo.agents.llm")
+    try:
+        llm.smollm2_path()
+    except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
+        pytest.skip(str(err), allow_module_level=True)
+    return llm
+
+
 def tiny_llama(vocab_size: int, **config_overrides):
     """A 2-layer, 32-wide random Llama (about 3 M parameters, almost all in the embeddings)."""
     import torch

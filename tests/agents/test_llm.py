@@ -7,14 +7,9 @@ import json
 import pytest
 
 from forecast_dojo.agents.llm import TOOL_CHAT_TEMPLATE, TransformersAgent
-from tests.conftest import tiny_llama
+from tests.conftest import require_smollm2, tiny_llama
 
-pytest.importorskip("gguf")
-llm = pytest.importorskip("forecast_dojo.agents.llm")
-try:
-    llm.smollm2_path()
-except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
-    pytest.skip(str(err), allow_module_level=True)
+llm = require_smollm2()
 
 
 @pytest.fixture(scope="module")

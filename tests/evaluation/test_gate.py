@@ -17,15 +17,10 @@ from forecast_dojo.errors import DataError
 from forecast_dojo.evaluation.verdicts import final_turn_index, step_verdicts
 from forecast_dojo.training.export import encode_messages
 from forecast_dojo.trajectory import load_records
-from tests.conftest import tiny_llama
+from tests.conftest import require_smollm2, tiny_llama
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("gguf")
-llm = pytest.importorskip("forecast_dojo.agents.llm")
-try:
-    llm.smollm2_path()
-except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
-    pytest.skip(str(err), allow_module_level=True)
+llm = require_smollm2()
 
 from forecast_dojo.evaluation.gate import continuation_logprob, probe_no_bearing, summarize_probes  # noqa: E402
 

@@ -6,15 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiny_llama
+from tests.conftest import require_smollm2, tiny_llama
 
 pytest.importorskip("trl")
-pytest.importorskip("gguf")
-llm = pytest.importorskip("forecast_dojo.agents.llm")
-try:
-    llm.smollm2_path()
-except FileNotFoundError as err:  # pragma: no cover - depends on the optional package
-    pytest.skip(str(err), allow_module_level=True)
+llm = require_smollm2()
 
 
 @pytest.fixture(scope="session")
