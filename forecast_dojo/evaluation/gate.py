@@ -28,7 +28,7 @@ from typing import Any
 
 from forecast_dojo.agents.honest import NO_BEARING
 from forecast_dojo.chat_template import TOOL_CHAT_TEMPLATE
-from forecast_dojo.errors import DataError
+from forecast_dojo.errors import DataError, UsageError
 from forecast_dojo.evaluation.verdicts import final_turn_index, step_verdicts
 from forecast_dojo.records import StepRecord
 from forecast_dojo.trajectory import load_records
@@ -74,15 +74,16 @@ def continuation_logprob(
         The summed log-probability of the continuation's tokens.
 
     Raises:
-        ValueError: when ``continuation`` is empty or the rendered prompt is not a token prefix of
-            the prompt followed by the continuation (a tokenizer that merges across the boundary).
+        UsageError: when ``continuation`` is empty.
+        DataError: when the rendered prompt is not a token prefix of the prompt followed by the
+            continuation (a tokenizer that merges tokens across the boundary).
     """
     import torch
 
     from forecast_dojo.training.export import encode_messages
 
     if not continuation:
-        raise ValueError("continuation must not be empty")
+        raise UsageError("continuation must not be empty")
     prompt = tokenizer.apply_chat_template(
         encode_messages([dict(m) for m in messages]),
         chat_template=TOOL_CHAT_TEMPLATE,
@@ -92,7 +93,7 @@ def continuation_logprob(
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     full_ids = tokenizer(prompt + continuation, add_special_tokens=False)["input_ids"]
     if full_ids[: len(prompt_ids)] != prompt_ids or len(full_ids) == len(prompt_ids):
-        raise ValueError("the continuation's tokens do not start where the prompt's end")
+        raise DataError("the continuation's tokens do not start where the prompt's end")
     device = next(model.parameters()).device
     with torch.no_grad():
         logits = model(torch.tensor([full_ids], device=device)).logits[0].float()
@@ -109,7 +110,7 @@ def probe_no_bearing(
     limit: int | None = None,
     progress: bool = True,
 ) -> list[GateProbe]:
-    """The student's probability of the no-bearing line on each of the teacher's steps that submitted.
+    """The student's probability of the no-bearing line at the final turn of each of the teacher's steps.
 
     Args:
         model: the student (a causal LM).
@@ -119,19 +120,18 @@ def probe_no_bearing(
         progress: show a progress bar.
 
     Returns:
-        One :class:`GateProbe` per probed step.
+        One :class:`GateProbe` per probed step (a step without an assistant turn has no final turn:
+        it is left out).
 
     Raises:
-        DataError: when the log holds no step with a final ``submit_forecast`` turn.
+        DataError: when no step of the log has an assistant turn.
     """
     from tqdm.auto import tqdm
 
     records = load_records(teacher) if isinstance(teacher, (str, Path)) else list(teacher)
     finals = [(r, i) for r in records if (i := final_turn_index(r)) is not None]
     if not finals:
-        raise DataError(
-            f"no step of the teacher's log ends with a submit_forecast turn ({len(records)} steps)"
-        )
+        raise DataError(f"no step of the teacher's log has an assistant turn to probe ({len(records)} steps)")
     probes = []
     for record, index in tqdm(finals[:limit], desc="gate probe", unit="step", disable=not progress):
         verdicts = step_verdicts(record)

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from forecast_dojo.agents.honest import NO_BEARING
-from forecast_dojo.errors import DataError
+from forecast_dojo.errors import DataError, UsageError
 from forecast_dojo.evaluation.verdicts import final_turn_index, step_verdicts
 from forecast_dojo.training.export import encode_messages
 from forecast_dojo.trajectory import load_records
@@ -56,7 +56,7 @@ def test_a_uniform_model_gives_each_token_one_over_the_vocabulary(teacher_steps:
     logprob = continuation_logprob(UniformModel(vocab), tokenizer, messages, NO_BEARING)
     n_tokens = len(tokenizer(NO_BEARING, add_special_tokens=False)["input_ids"])
     assert logprob == pytest.approx(-n_tokens * math.log(vocab), rel=1e-5)
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(UsageError, match="empty"):
         continuation_logprob(UniformModel(vocab), tokenizer, messages, "")
 
 
@@ -94,7 +94,7 @@ def test_every_teacher_step_is_probed_and_summarized(teacher_steps: Path, tokeni
     assert (
         len(probe_no_bearing(UniformModel(len(tokenizer)), tokenizer, records, limit=2, progress=False)) == 2
     )
-    with pytest.raises(DataError, match="submit_forecast"):
+    with pytest.raises(DataError, match="no step"):
         probe_no_bearing(UniformModel(len(tokenizer)), tokenizer, [r.replace(messages=[]) for r in records])
 
 
