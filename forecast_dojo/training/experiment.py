@@ -332,7 +332,9 @@ def stage_teacher(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The honest agent on the training events, both memory modes."""
     argv = _run_argv(args, layout, layout.teacher, ["honest"], "train")
     argv += ["--rollouts", str(args.teacher_rollouts)]
-    _cli([*argv, "--honest-no-bearing-lines"] if args.teacher_no_bearing_lines else argv)
+    if args.teacher_no_bearing_lines:
+        argv.append("--honest-no-bearing-lines")
+    _cli(argv)
     return {"records": _count_records(layout.teacher)}
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from forecast_dojo.agents.honest import NO_BEARING
 from forecast_dojo.errors import DataError, UsageError
+from forecast_dojo.evaluation.gate import continuation_logprob, probe_no_bearing, summarize_probes
 from forecast_dojo.evaluation.verdicts import final_turn_index, step_verdicts
 from forecast_dojo.training.export import encode_messages
 from forecast_dojo.trajectory import load_records
@@ -21,8 +22,6 @@ from tests.conftest import require_smollm2, tiny_llama
 
 torch = pytest.importorskip("torch")
 llm = require_smollm2()
-
-from forecast_dojo.evaluation.gate import continuation_logprob, probe_no_bearing, summarize_probes  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
