@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.agents.llm import LOCAL_DTYPES
 from forecast_dojo.arguments import (
     Flag,
     add_command,
@@ -133,7 +134,7 @@ class RunArguments:
     )
     local_dtype: str = option(
         "auto",
-        choices=("auto", "float32", "bfloat16"),
+        choices=LOCAL_DTYPES,
         help="weights for generation (bfloat16: half the memory, somewhat faster on CPUs with AMX/AVX-512 BF16, "
         "about 2.7x slower where it is emulated, e.g. AVX2 only; auto: bfloat16 where native, else float32)",
     )

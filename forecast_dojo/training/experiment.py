@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.agents.llm import LOCAL_DTYPES
 from forecast_dojo.errors import ExperimentError
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.checkpoint import RESUME_LAST
@@ -192,6 +193,8 @@ class ExperimentArguments:
                 problems.append(f"{name} must be distinct memory modes among {list(MODES)}, got {modes}")
         if "submit_forecast" not in self.tools:
             problems.append("tools must include submit_forecast")
+        if self.eval_dtype not in LOCAL_DTYPES:
+            problems.append(f"eval_dtype must be one of {list(LOCAL_DTYPES)}, got {self.eval_dtype!r}")
         for name, known in (("extra_sft", _fields("sft")), ("extra_grpo", _fields("grpo"))):
             unknown = sorted(set(getattr(self, name)) - known)
             if unknown:

@@ -185,6 +185,7 @@ def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
         ("eval_modes", ["none", "none"]),
         ("base_eval_modes", ["notebook", "memory"]),
         ("base_eval_modes", ["none", "none"]),
+        ("eval_dtype", "float16"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_runs(tmp_path, field, value):
