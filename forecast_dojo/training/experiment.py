@@ -93,10 +93,11 @@ class ExperimentArguments:
         max_tokens: the export's length budget (SFT ``max_length`` too).
         sft_max_steps: SFT optimizer steps (-1: ``sft_epochs`` over the data). The default, 270 steps of
             4 sequences (about half an epoch of the default teacher's ~2,200 records), is the recipe
-            that met the goal on both synthetic worlds tried (seeds 0 and 1) with the teacher's lines of
-            no bearing, and without them on seed 0 and in one of two runs on seed 1 (SFT seeds 1 and
-            2: -0.029 and -0.129 against uniform); 135 steps met it in two runs of three on the first
-            world and not on the second, 60 steps not at all (docs/training.md, runs 9-21).
+            that met the goal on both synthetic worlds tried (seeds 0 and 1) with the ``read`` tool and
+            the teacher's lines of no bearing, and without them on seed 0; on seed 1 without ``read``
+            it met it memory-free in one run of three (no lines, SFT seeds 1 and 2: -0.029 and -0.129
+            against uniform; the lines, SFT seed 1: -0.090); 135 steps met it in two runs of three on
+            the first world and not on the second, 60 steps not at all (docs/training.md, runs 9-22).
         sft_epochs: SFT epochs when ``sft_max_steps`` is -1.
         sft_batch_size: sequences per forward pass.
         sft_grad_accum: forward passes per optimizer step.
