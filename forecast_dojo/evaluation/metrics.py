@@ -458,34 +458,25 @@ def _pair_index(rows: Iterable[Row], who: tuple[str, str]) -> dict[Key, Row]:
     return {(r["event_id"], int(r["step"]), r.get("rollout")): r for r in rows if forecaster(r) == who}
 
 
-def paired_difference(
+def paired_values_by_event(
     rows: Sequence[Row],
     a: tuple[str, str],
     b: tuple[str, str],
     metric: str | Callable[[Row], float | None] = "brier",
-    *,
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """Mean of ``metric(a) - metric(b)`` over identical (event, step, rollout), with an event-bootstrap interval.
+) -> dict[str, list[float]]:
+    """Per event, ``metric(a) - metric(b)`` of every identical (event, step, rollout) both scored.
 
-    A reference forecaster without rollouts (``rollout`` None) pairs with every rollout of the other.
-    For ``brier`` a negative difference means ``a`` is better (lower loss).
+    The pairing of :func:`paired_difference`: a reference forecaster without rollouts (``rollout``
+    None) pairs with every rollout of the other; steps where either value is undefined are left out.
 
     Args:
         rows: evaluation rows.
         a: (agent, mode) of the first forecaster.
         b: (agent, mode) of the second.
         metric: a :func:`step_metrics` key, ``tokens``, ``tool_calls``, or a function of a row.
-        n_boot: bootstrap resamples.
-        seed: bootstrap seed.
 
     Returns:
-        ``{"a", "b", "metric", "steps", "events", "mean", "ci", "max_abs_difference"}`` (the largest
-        ``|a - b|`` of any paired step: 0 when the two are identical at every step).
-
-    Raises:
-        ValueError: when no step was scored by both.
+        ``{event_id: [differences of its paired steps]}`` (events with no paired step are absent).
     """
     value = _metric_function(metric)
     left, right = _pair_index(rows, a), _pair_index(rows, b)
@@ -502,6 +493,39 @@ def paired_difference(
             va, vb = value(row), value(other)
             if va is not None and vb is not None:
                 by_event[event_id].append(va - vb)
+    return dict(by_event)
+
+
+def paired_difference(
+    rows: Sequence[Row],
+    a: tuple[str, str],
+    b: tuple[str, str],
+    metric: str | Callable[[Row], float | None] = "brier",
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Mean of ``metric(a) - metric(b)`` over identical (event, step, rollout), with an event-bootstrap interval.
+
+    A reference forecaster without rollouts (``rollout`` None) pairs with every rollout of the other
+    (:func:`paired_values_by_event`). For ``brier`` a negative difference means ``a`` is better (lower loss).
+
+    Args:
+        rows: evaluation rows.
+        a: (agent, mode) of the first forecaster.
+        b: (agent, mode) of the second.
+        metric: a :func:`step_metrics` key, ``tokens``, ``tool_calls``, or a function of a row.
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"a", "b", "metric", "steps", "events", "mean", "ci", "max_abs_difference"}`` (the largest
+        ``|a - b|`` of any paired step: 0 when the two are identical at every step).
+
+    Raises:
+        DataError: when no step was scored by both.
+    """
+    by_event = paired_values_by_event(rows, a, b, metric)
     if not by_event:
         raise DataError(f"no steps scored by both {a} and {b}")
     mean, low, high = event_bootstrap(by_event, n_boot=n_boot, seed=seed)
@@ -515,6 +539,140 @@ def paired_difference(
         "ci": (low, high),
         "max_abs_difference": max(abs(d) for values in by_event.values() for d in values),
     }
+
+
+def _replicate_values(groups: Sequence[Sequence[Mapping[str, float]]]) -> list[np.ndarray]:
+    """Each group's runs as a (runs, events) array over the events of the first run, sorted by id."""
+    runs = [run for group in groups for run in group]
+    if not all(groups):
+        raise DataError("no runs to pool")
+    events = sorted(runs[0])
+    if not events:
+        raise DataError("run 1 has no event values")
+    for index, run in enumerate(runs[1:], start=2):
+        if sorted(run) != events:
+            missing = sorted(set(events) - set(run))
+            extra = sorted(set(run) - set(events))
+            raise DataError(
+                f"run {index} holds other events than run 1 (missing {missing[:3]}, extra {extra[:3]}; "
+                f"{len(missing)} and {len(extra)} in all): replicates must be scored on the same events"
+            )
+    return [np.array([[float(run[e]) for e in events] for run in group], dtype=float) for group in groups]
+
+
+def _replicate_resamples(
+    values: Sequence[np.ndarray], n_boot: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per group, ``n_boot`` resampled means: events only, then runs (within each group) and events.
+
+    One event draw serves every group and run (they answered the same questions), so a difference of
+    groups is paired on events. Returns two arrays of shape (groups, n_boot).
+    """
+    rng = np.random.default_rng(seed)
+    n_events = values[0].shape[1]
+    event_draws = rng.integers(0, n_events, size=(n_boot, n_events))
+    by_events, both = [], []
+    for group in values:
+        by_events.append(group[:, event_draws].mean(axis=2).mean(axis=0))  # (runs, n_boot, events) -> n_boot
+        run_draws = rng.integers(0, len(group), size=(n_boot, len(group)))
+        both.append(group[run_draws[:, :, None], event_draws[:, None, :]].mean(axis=(1, 2)))
+    return np.array(by_events), np.array(both)
+
+
+def _interval(resamples: np.ndarray) -> tuple[float, float]:
+    low, high = np.percentile(resamples, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def replicate_bootstrap(
+    runs: Sequence[Mapping[str, float]], *, n_boot: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """Pool replicate runs of one recipe (e.g. training seeds) scored on the same events.
+
+    Each run gives one value per event (its event mean of a step metric, e.g. Brier minus uniform
+    paired on identical steps). A run's estimate is the mean of its event values, as in
+    :func:`event_bootstrap`; the pooled estimate is the mean over runs. Two 95 % intervals:
+
+    * ``ci_events``: events resampled (the same draw for every run: they are the same questions),
+      runs fixed. What these runs, averaged, would score on other events like these; it says nothing
+      about another run of the recipe.
+    * ``ci_runs_and_events``: runs resampled with replacement as well (a two-level bootstrap). What
+      the recipe is expected to score, its training randomness included. With few runs it is rough
+      (two runs give three distinct draws) and too narrow on average: a bootstrap over ``k`` runs
+      puts the variance of their mean at ``(k - 1) / k`` of its unbiased estimate.
+
+    Args:
+        runs: per run, ``{event_id: value}``; every run must hold the same events.
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed (same seed, same intervals).
+
+    Returns:
+        ``{"runs", "events", "per_run", "mean", "between_run_sd", "ci_events", "ci_runs_and_events"}``:
+        ``per_run`` the runs' estimates in the order given, ``between_run_sd`` their standard deviation
+        (ddof 1; NaN for one run); with one event the intervals are NaN, with one run the two
+        intervals are the same (the same event draws).
+
+    Raises:
+        DataError: no run, a run with no event, or runs that hold different events.
+    """
+    (values,) = _replicate_values([runs])
+    per_run = values.mean(axis=1)
+    out: dict[str, Any] = {
+        "runs": len(runs),
+        "events": values.shape[1],
+        "per_run": [float(v) for v in per_run],
+        "mean": float(per_run.mean()),
+        "between_run_sd": float(per_run.std(ddof=1)) if len(runs) > 1 else float("nan"),
+    }
+    if values.shape[1] < 2:
+        out["ci_events"] = out["ci_runs_and_events"] = (float("nan"), float("nan"))
+        return out
+    by_events, both = _replicate_resamples([values], n_boot, seed)
+    out["ci_events"], out["ci_runs_and_events"] = _interval(by_events[0]), _interval(both[0])
+    return out
+
+
+def replicate_difference(
+    runs: Sequence[Mapping[str, float]],
+    against: Sequence[Mapping[str, float]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The mean over ``runs`` minus the mean over ``against``: two recipes' replicates on the same events.
+
+    The intervals are :func:`replicate_bootstrap`'s, for the difference: ``ci_events`` resamples the
+    events (one draw for both recipes: paired on events), ``ci_runs_and_events`` also resamples each
+    recipe's runs among its own. With one run on a side, that side's training randomness is not in
+    the interval at all, which is why one run per arm cannot tell a format from the spread.
+
+    Args:
+        runs: per run of the first recipe, ``{event_id: value}``.
+        against: per run of the second recipe, the same events.
+        n_boot: bootstrap resamples.
+        seed: bootstrap seed.
+
+    Returns:
+        ``{"runs", "against", "events", "mean", "ci_events", "ci_runs_and_events"}`` (run counts of
+        each side; NaN intervals with one event).
+
+    Raises:
+        DataError: a side without runs, a run with no event, or runs that hold different events.
+    """
+    values, other = _replicate_values([runs, against])
+    out: dict[str, Any] = {
+        "runs": len(runs),
+        "against": len(against),
+        "events": values.shape[1],
+        "mean": float(values.mean() - other.mean()),
+    }
+    if values.shape[1] < 2:
+        out["ci_events"] = out["ci_runs_and_events"] = (float("nan"), float("nan"))
+        return out
+    by_events, both = _replicate_resamples([values, other], n_boot, seed)
+    out["ci_events"] = _interval(by_events[0] - by_events[1])
+    out["ci_runs_and_events"] = _interval(both[0] - both[1])
+    return out
 
 
 def _metric_function(metric: str | Callable[[Row], float | None]) -> Callable[[Row], float | None]:

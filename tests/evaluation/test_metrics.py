@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from forecast_dojo.errors import DataError
 from forecast_dojo.evaluation.metrics import (
     accuracy,
     brier_index,
@@ -20,7 +21,10 @@ from forecast_dojo.evaluation.metrics import (
     log_loss,
     market_coverage,
     paired_difference,
+    paired_values_by_event,
     reliability_bins,
+    replicate_bootstrap,
+    replicate_difference,
     summarize,
 )
 
@@ -166,6 +170,81 @@ def test_paired_difference_on_identical_keys_and_reference_rows():
         "tool_calls",
     )
     assert cost["mean"] == pytest.approx(-3.0)
+
+
+def test_paired_values_by_event_are_what_the_paired_difference_bootstraps():
+    rows = [
+        row("a", "none", "e1", 0, [0.9, 0.1]),
+        row("a", "none", "e1", 1, [0.4, 0.6]),
+        row("a", "none", "e2", 0, [0.5, 0.5]),
+        row("uniform", "-", "e1", 0, [0.5, 0.5], rollout=None),
+        row("uniform", "-", "e1", 1, [0.5, 0.5], rollout=None),
+        row("uniform", "-", "e2", 0, [0.5, 0.5], rollout=None),
+        row("uniform", "-", "e3", 0, [0.5, 0.5], rollout=None),  # no partner: absent
+    ]
+    by_event = paired_values_by_event(rows, ("a", "none"), ("uniform", "-"))
+    assert by_event == pytest.approx({"e1": [0.02 - 0.5, 0.72 - 0.5], "e2": [0.0]})
+    diff = paired_difference(rows, ("a", "none"), ("uniform", "-"))
+    assert (diff["mean"], *diff["ci"]) == event_bootstrap(by_event)
+    assert paired_values_by_event(rows, ("b", "none"), ("uniform", "-")) == {}
+
+
+def test_replicate_bootstrap_pools_runs_of_the_same_events():
+    events = [f"e{i}" for i in range(8)]
+    a = {e: -0.2 + 0.02 * i for i, e in enumerate(events)}
+    b = {e: 0.05 * (-1) ** i for i, e in enumerate(events)}
+    pooled = replicate_bootstrap([a, b], seed=1)
+    mean_a, mean_b = sum(a.values()) / 8, sum(b.values()) / 8
+    assert pooled["runs"] == 2 and pooled["events"] == 8
+    assert pooled["per_run"] == pytest.approx([mean_a, mean_b])
+    assert pooled["mean"] == pytest.approx((mean_a + mean_b) / 2)
+    assert pooled["between_run_sd"] == pytest.approx(abs(mean_a - mean_b) / math.sqrt(2))
+    for low, high in (pooled["ci_events"], pooled["ci_runs_and_events"]):
+        assert low < pooled["mean"] < high
+    # Resampling the runs adds their spread: the recipe's interval reaches both runs' means.
+    low, high = pooled["ci_runs_and_events"]
+    assert low <= mean_a + 1e-12 and high >= mean_b - 1e-12
+    reordered = dict(reversed(list(a.items())))
+    assert replicate_bootstrap([reordered, b], seed=1) == pooled  # key order is irrelevant
+    assert replicate_bootstrap([a, b], seed=2) != pooled
+
+    alone = replicate_bootstrap([a], seed=1)
+    assert math.isnan(alone["between_run_sd"]) and alone["ci_events"] == alone["ci_runs_and_events"]
+    assert alone["ci_events"] == pytest.approx(event_bootstrap({e: [v] for e, v in a.items()}, seed=1)[1:])
+    single = replicate_bootstrap([{"e0": 0.1}, {"e0": 0.3}])
+    assert single["mean"] == pytest.approx(0.2) and all(math.isnan(v) for v in single["ci_events"])
+
+
+def test_replicate_difference_is_paired_on_events_and_resamples_each_sides_runs():
+    events = [f"e{i}" for i in range(10)]
+    first = {e: 0.3 * math.sin(i) for i, e in enumerate(events)}  # large differences between events
+    second = {e: v + 0.05 for e, v in first.items()}
+    shifted = {e: v + 0.1 for e, v in first.items()}
+    one = replicate_difference([first], [shifted])
+    assert one["runs"] == 1 and one["against"] == 1 and one["events"] == 10
+    # Paired on events: the same draw for both sides, so a constant shift has no event noise at all.
+    assert one["mean"] == pytest.approx(-0.1)
+    assert one["ci_events"] == pytest.approx((-0.1, -0.1)) and one["ci_runs_and_events"] == pytest.approx(
+        (-0.1, -0.1)
+    )
+    two = replicate_difference([first, second], [shifted], seed=5)
+    assert two["mean"] == pytest.approx(-0.075)
+    assert two["ci_events"] == pytest.approx((-0.075, -0.075))
+    low, high = two["ci_runs_and_events"]  # the first side's two runs differ by 0.05: resampled, they show
+    assert low == pytest.approx(-0.1) and high == pytest.approx(-0.05)
+    with pytest.raises(DataError, match="no runs"):
+        replicate_difference([first], [])
+    with pytest.raises(DataError, match="run 2 holds other events"):
+        replicate_difference([first], [{"e0": 0.0}])
+
+
+def test_replicate_bootstrap_refuses_runs_of_other_events():
+    with pytest.raises(DataError, match="missing \\['e2'\\], extra \\['e9'\\]"):
+        replicate_bootstrap([{"e1": 0.0, "e2": 0.1}, {"e1": 0.0, "e9": 0.1}])
+    with pytest.raises(DataError, match="no runs"):
+        replicate_bootstrap([])
+    with pytest.raises(DataError, match="no event"):
+        replicate_bootstrap([{}])
 
 
 def test_life_thirds_horizon_and_contamination():

@@ -89,6 +89,9 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
         assert set(entry["modes"]) == {"none", "notebook"}
         mean, low, high = entry["brier_minus_uniform"]
         assert low <= mean <= high
+        by_event = entry["brier_minus_uniform_by_event"]  # what pools replicate runs
+        assert set(by_event) == {"syn-0001", "syn-0003"}
+        assert sum(by_event.values()) / len(by_event) == pytest.approx(mean)
     assert learning["sft"]["agent"] != learning["base"]["agent"]
     assert learning["base"]["modes"]["notebook"]["steps"] == 0  # the base model plays memory-free only
     assert set(learning["effects"]["sft_minus_base"]) == {"none"}
@@ -427,3 +430,36 @@ def test_effects_pair_each_model_with_the_one_it_was_trained_from_per_mode():
     assert effects["grpo_minus_sft"]["notebook"] == pytest.approx([-0.125, -0.125, -0.125])
     assert effects["grpo_minus_sft"]["none"] == pytest.approx([0.0, 0.0, 0.0])
     assert _effects(rows, {"base": "base", "sft": "sft"}) == {"sft_minus_base": effects["sft_minus_base"]}
+
+
+def test_each_models_numbers_keep_their_per_event_means_for_pooling_replicates():
+    from forecast_dojo.evaluation.metrics import event_bootstrap
+    from forecast_dojo.training.experiment import _model_numbers
+
+    def row(agent, memory, event_id, step, forecast, valid=True):
+        return {
+            "agent": agent,
+            "memory": memory,
+            "event_id": event_id,
+            "step": step,
+            "rollout": None if memory == "-" else 0,
+            "forecast": forecast,
+            "outcome_index": 0,
+            "flags": [],
+            "valid": valid,
+        }
+
+    rows = [
+        row("sft", "none", "a", 0, [1.0, 0.0]),  # Brier 0
+        row("sft", "none", "a", 1, [0.0, 1.0], valid=False),  # Brier 2
+        row("sft", "none", "b", 0, [0.75, 0.25]),  # Brier 0.125
+    ]
+    rows += [row("uniform", "-", e, s, [0.5, 0.5]) for e, s in (("a", 0), ("a", 1), ("b", 0), ("c", 0))]
+    numbers = _model_numbers(rows, ("sft", "none"))
+    assert numbers["valid_rate"] == pytest.approx(2 / 3)
+    assert numbers["brier_minus_uniform_by_event"] == pytest.approx({"a": 0.5, "b": -0.375})
+    assert numbers["brier_minus_uniform"] == pytest.approx(
+        list(event_bootstrap({"a": [-0.5, 1.5], "b": [-0.375]}))
+    )
+    assert "regret" not in numbers and "regret_by_event" not in numbers  # no oracle rows
+    assert _model_numbers(rows, ("sft", "notebook")) == {"steps": 0}
