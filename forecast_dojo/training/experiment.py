@@ -686,7 +686,7 @@ _DEFAULTS_OF_OLDER_FOLDERS: dict[str, Any] = {"base_eval_modes": []}
 
 
 # Where the folder and its results are, not what they hold: a folder moved or copied elsewhere continues.
-_LOCATION_FIELDS = ("out", "results")
+LOCATION_FIELDS = ("out", "results")
 
 
 def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
@@ -701,9 +701,7 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
         theirs = json.loads(layout.arguments.read_text())
         # a field added after the folder was written counts as its default there (what that run used)
         defaults = {**dataclasses.asdict(ExperimentArguments()), **_DEFAULTS_OF_OLDER_FOLDERS}
-        differ = sorted(
-            k for k in mine if k not in _LOCATION_FIELDS and theirs.get(k, defaults[k]) != mine[k]
-        )
+        differ = sorted(k for k in mine if k not in LOCATION_FIELDS and theirs.get(k, defaults[k]) != mine[k])
         started = {stage for stage in STAGES if layout.started(stage)}
         changed = [k for k in differ if started & set(_stages_reading(k))]
         if changed:
@@ -714,7 +712,7 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
         if differ:
             print(f"arguments of stages not yet run changed: {', '.join(differ)}", flush=True)
             _write_json(layout.arguments, mine)
-        elif any(theirs.get(k) != mine[k] for k in _LOCATION_FIELDS):  # a moved or copied folder
+        elif any(theirs.get(k) != mine[k] for k in LOCATION_FIELDS):  # a moved or copied folder
             _write_json(layout.arguments, mine)
     else:
         _write_json(layout.arguments, mine)

@@ -29,12 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.errors import DataError
+from forecast_dojo.training.experiment import LOCATION_FIELDS
 
 # What a run must share with the others to be a replicate: the world of its held-out events (the
 # synthetic world's seed) and the retrieval they are searched with. Other differences are listed.
 WORLD_FIELDS = ("seed", "embedder")
-# Fields that say where a run was written, not what it was.
-_LOCATION_FIELDS = ("out", "results")
 # Issue 17's goal for the SFT model: at least this valid-forecast rate and an interval below 0.
 GOAL_VALID_RATE = 0.9
 METRIC = "brier_minus_uniform"
@@ -190,7 +189,7 @@ def _run(path: Path, data: dict[str, Any], model: str, mode: str) -> ReplicateRu
 
 
 def _differing(arguments: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
-    names = sorted({name for args in arguments for name in args} - set(_LOCATION_FIELDS))
+    names = sorted({name for args in arguments for name in args} - set(LOCATION_FIELDS))
     return {
         name: [args.get(name) for args in arguments]
         for name in names
