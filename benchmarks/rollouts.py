@@ -54,6 +54,7 @@ MODES = {
     "c32-bf16": ("tree", 32, "bfloat16"),
     "c32-fp32": ("tree", 32, "float32"),
     "c64-bf16": ("tree", 64, "bfloat16"),
+    "c64-fp32": ("tree", 64, "float32"),
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
     "reference-b32-bf16": ("reference", 32, "bfloat16"),
 }

@@ -12,13 +12,12 @@ verdicts; ``--json`` writes the same counts.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.errors import DataError
 from forecast_dojo.evaluation.verdicts import compare_verdicts
 
@@ -42,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(comparison.table())
     if config.json:
-        Path(config.json).write_text(json.dumps(comparison.to_dict(), indent=2) + "\n")
+        write_json_atomic(config.json, comparison.to_dict())
     return 0
 
 

@@ -12,13 +12,12 @@ and for the rest. ``--json`` writes them with every step's probability.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.errors import DataError, InputNotFoundError
 
 
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         mean = "-" if part["mean_p_no_bearing"] is None else f"{part['mean_p_no_bearing']:.3f}"
         print(f"{title}: {part['steps']} steps, mean P(no bearing) {mean}, above 0.5 in {part['above_half']}")
     if config.json:
-        Path(config.json).write_text(json.dumps(summary, indent=2) + "\n")
+        write_json_atomic(config.json, summary)
     return 0
 
 

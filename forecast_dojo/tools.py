@@ -14,6 +14,7 @@ records the latest ``available_at`` it exposed, which the env checks against the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -21,7 +22,6 @@ import inspect
 import json
 import logging
 import math
-import os
 import re
 import time
 import typing
@@ -31,6 +31,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.atomic import write_text_atomic
 from forecast_dojo.errors import NotFoundError, UntrustedInputError
 from forecast_dojo.gateway import CutoffView, LeakageError
 from forecast_dojo.graph import parse_graph
@@ -777,11 +778,7 @@ def tool_schema(interface: ToolInterface) -> dict[str, Any]:
     from transformers.utils import get_json_schema
 
     schema: dict[str, Any] = get_json_schema(interface.function(_schema_only))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_text(json.dumps(schema), encoding="utf-8")
-        os.replace(partial, path)  # atomic: a concurrent reader sees the old state or the whole file
-    except OSError:
-        pass
+    # A concurrent reader sees the old file or the whole new one; a read-only cache costs the generation again.
+    with contextlib.suppress(OSError):
+        write_text_atomic(path, json.dumps(schema))
     return schema

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.atomic import write_text_atomic
 from forecast_dojo.errors import DataError, OutputExistsError, StateError
 from forecast_dojo.errors import LogLockedError as LogLockedError
 from forecast_dojo.errors import LogNotFoundError as LogNotFoundError
@@ -204,7 +205,7 @@ def save_records(path: str | Path, records: Sequence[StepRecord]) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, "".join(_line_of(record) for record in records))
+    write_text_atomic(path, "".join(_line_of(record) for record in records))
     return path
 
 
@@ -341,18 +342,6 @@ def _line_of(record: StepRecord) -> str:
     return line.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a uniquely named temporary file in the same folder, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _append(fh: Any, data: bytes) -> None:
     """Write all of ``data`` to an unbuffered file (a single ``write`` may be partial)."""
     view = memoryview(data)
@@ -448,7 +437,7 @@ class TrajectoryWriter:
                     f"{self.directory} holds the log of run {existing.get('run_id')!r}, not {self.run_id!r}; use another directory"
                 )
         else:
-            _atomic_write(run_file, json.dumps(header, indent=2, sort_keys=True, default=str))
+            write_text_atomic(run_file, json.dumps(header, indent=2, sort_keys=True, default=str))
         steps = self.directory / STEPS_FILE
         records, good, torn = _read_complete_lines(steps, TORN_CUT, stacklevel=4)
         if torn:

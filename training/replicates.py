@@ -12,13 +12,12 @@ with ``--against``, the runs of a second recipe the same way and the difference 
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from transformers import HfArgumentParser
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.errors import DataError
 from forecast_dojo.training.replicates import load_replicates
 
@@ -50,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(replicates.table())
     if config.json:
-        Path(config.json).write_text(json.dumps(replicates.to_dict(), indent=2) + "\n")
+        write_json_atomic(config.json, replicates.to_dict())
     return 0
 
 

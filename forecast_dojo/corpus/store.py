@@ -68,6 +68,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.corpus.embedders import Embedder
 from forecast_dojo.errors import ConfigError, NotFoundError
 from forecast_dojo.errors import CorpusError as CorpusError
@@ -346,7 +347,7 @@ def _seal(
         "build": build_config or {},
     }
     manifest["content_hash"] = seal_hash(manifest)
-    _write_json_atomic(out / "manifest.json", manifest)
+    write_json_atomic(out / "manifest.json", manifest, sort_keys=True)
     return manifest
 
 
@@ -409,7 +410,7 @@ def build_corpus(
     if previous != state:
         # Files from an attempt with other documents, another model or another shard size: start over.
         shutil.rmtree(shard_dir, ignore_errors=True)
-        _write_json_atomic(state_path, state)
+        write_json_atomic(state_path, state, sort_keys=True)
     shard_dir.mkdir(exist_ok=True)
     (out / "documents.parquet").unlink(missing_ok=True)
 
@@ -532,12 +533,6 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def _write_json_atomic(path: Path, value: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True))
-    tmp.replace(path)
-
-
 def _embed_shard(path: Path, texts: list[str], embedder: Embedder, batch_size: int, bar: tqdm) -> None:
     """Fill one shard, resuming from its committed partial progress; the finished shard is renamed in."""
     rows, dim = len(texts), embedder.dim
@@ -566,7 +561,7 @@ def _embed_shard(path: Path, texts: list[str], embedder: Embedder, batch_size: i
     if matrix is None:
         done = 0
         matrix = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(rows, dim))
-        _write_json_atomic(progress_path, {"shape": [rows, dim], "done": 0})
+        write_json_atomic(progress_path, {"shape": [rows, dim], "done": 0}, sort_keys=True)
     bar.update(done)
     # Bigger calls amortize the model's overhead; each call's result is committed before the next.
     step = batch_size * 4
@@ -579,7 +574,7 @@ def _embed_shard(path: Path, texts: list[str], embedder: Embedder, batch_size: i
             )
         matrix[lo:hi] = vectors
         matrix.flush()
-        _write_json_atomic(progress_path, {"shape": [rows, dim], "done": hi})
+        write_json_atomic(progress_path, {"shape": [rows, dim], "done": hi}, sort_keys=True)
         bar.update(hi - lo)
     del matrix
     partial.replace(path)
@@ -1110,7 +1105,7 @@ class Corpus:
         if not isinstance(on_disk, dict) or on_disk.get("content_hash") != self.content_hash:
             raise CorpusError(f"{self.path}: manifest on disk no longer describes this corpus; reload it")
         on_disk.setdefault("indexes", {})[name] = entry
-        _write_json_atomic(self.path / "manifest.json", on_disk)
+        write_json_atomic(self.path / "manifest.json", on_disk, sort_keys=True)
         self.manifest = on_disk
 
     def index_entry(self, name: str, *, verify: bool = True) -> dict[str, Any]:
@@ -1240,7 +1235,7 @@ def migrate_corpus(path: str | Path, *, progress: bool = True) -> Corpus:
         entry["content_hash"] = manifest["content_hash"]
     manifest["indexes"] = old.indexes()
     manifest["migrated_from"] = {"format_version": LEGACY_FORMAT_VERSION, "content_hash": old.content_hash}
-    _write_json_atomic(path / "manifest.json", manifest)
+    write_json_atomic(path / "manifest.json", manifest, sort_keys=True)
     (path / "documents.parquet").unlink(missing_ok=True)
     corpus = Corpus.load(path, verify=False)
     corpus.verify(progress=progress)
@@ -1267,5 +1262,5 @@ def _reseal(old: Corpus, *, progress: bool) -> Corpus:
             entry["content_hash"] = manifest["content_hash"]
     manifest["indexes"] = indexes
     manifest["migrated_from"] = {"seal_version": 1, "content_hash": old.content_hash}
-    _write_json_atomic(old.path / "manifest.json", manifest)
+    write_json_atomic(old.path / "manifest.json", manifest, sort_keys=True)
     return Corpus.load(old.path)

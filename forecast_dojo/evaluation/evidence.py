@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forecast_dojo.atomic import write_text_atomic
 from forecast_dojo.errors import DataError
 from forecast_dojo.schema import Event
 from forecast_dojo.timeutil import from_micros, iso, parse_instant, to_micros
@@ -177,8 +178,7 @@ def _document(data: Any, where: str) -> ReferenceDocument:
 def save_reference(out: str | Path, reference: EvidenceReference) -> Path:
     """Write a reference to ``<out>/evidence.json`` (replacing it); returns the path."""
     path = Path(out) / EVIDENCE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(reference.to_dict(), indent=1, sort_keys=True))
+    write_text_atomic(path, json.dumps(reference.to_dict(), indent=1, sort_keys=True))
     return path
 
 

@@ -48,6 +48,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from forecast_dojo.agents.base import Agent
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.budgets import Budgets
 from forecast_dojo.env import ForecastDojoEnv
 from forecast_dojo.errors import ConfigError
@@ -590,9 +591,7 @@ def _write_study_file(out: Path, study: dict[str, Any]) -> None:
             controls = {**(earlier.get("controls") or {}), **(mine.get("controls") or {})}
             if controls:
                 mine["controls"] = controls
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(mine, indent=2, sort_keys=True))
-        tmp.replace(path)
+        write_json_atomic(path, mine, sort_keys=True)
 
 
 def study_rows(out: str | Path) -> list[dict[str, Any]]:

@@ -26,12 +26,12 @@ import json
 import os
 import re
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.atomic import write_text_atomic
 from forecast_dojo.errors import ConfigError
 
 JUDGE_SCOPES = ("flags", "matches")
@@ -200,11 +200,8 @@ class LeakageJudge:
         reply = self._complete(messages)
         if reply is None:
             return Verdict(None, "", cached=False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         record = {"model": self.config.model, "messages": messages, "reply": reply}
-        tmp.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(record, ensure_ascii=False, indent=1))
         return Verdict(parse_verdict(reply), reply, cached=False)
 
     def summary(self) -> dict[str, Any]:

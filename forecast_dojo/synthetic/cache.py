@@ -28,7 +28,6 @@ removes its staging directory.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -40,6 +39,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.corpus.embedders import get_embedder
 from forecast_dojo.corpus.store import CORPUS_FORMAT_VERSION, build_corpus
 from forecast_dojo.errors import ConfigError
@@ -157,7 +157,7 @@ def _build_world_dir(staging: Path, seed: int, embedder: str, progress: bool, tr
         "config": world.config,
         "resolution_docs": world.resolution_docs,
     }
-    paths.meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True))
+    write_json_atomic(paths.meta_path, meta, sort_keys=True)
 
 
 def ensure_synthetic_world(

@@ -7,10 +7,11 @@ here, so their checkpoints and ``*_run.json`` summaries have one shape.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any
+
+from forecast_dojo.atomic import write_json_atomic
 
 RESUME_LAST = "last"
 
@@ -66,5 +67,5 @@ def train_and_save(trainer: Any, tokenizer: Any, args: Any, summary_name: str, *
         "resumed_from": resumed_from,
         "log_history": trainer.state.log_history,
     }
-    (out / summary_name).write_text(json.dumps(summary, indent=2, default=str))
+    write_json_atomic(out / summary_name, summary, default=str)
     return out

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from forecast_dojo.agents.llm import LOCAL_DTYPES
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.errors import ExperimentError
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.checkpoint import RESUME_LAST
@@ -244,14 +245,6 @@ class Layout:
             "results": self.results,
         }
         return self.marker(stage).is_file() or outputs[stage].exists()
-
-
-def _write_json(path: Path, value: Any) -> None:
-    """Write JSON atomically (a unique temporary name, then rename): a kill leaves the old file or the new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(value, indent=2, default=str) + "\n")
-    tmp.replace(path)
 
 
 def _cli(argv: Sequence[str]) -> None:
@@ -636,11 +629,11 @@ def learning_figure(layout: Layout, path: Path) -> Path | None:
 def stage_results(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """Write ``learning.json`` and ``learning.png`` (and their copies under ``results``)."""
     summary = summarize(args, layout)
-    _write_json(layout.results, summary)
+    write_json_atomic(layout.results, summary, default=str)
     figure = learning_figure(layout, layout.figure)
     if args.results:
         target = Path(args.results)
-        _write_json(target, summary)
+        write_json_atomic(target, summary, default=str)
         if figure is not None:
             learning_figure(layout, target.with_suffix(".png"))
     return {key: summary[key].get("brier") for key in ("base", "sft", "grpo") if key in summary}
@@ -711,11 +704,11 @@ def _check_folder(args: ExperimentArguments, layout: Layout) -> None:
             )
         if differ:
             print(f"arguments of stages not yet run changed: {', '.join(differ)}", flush=True)
-            _write_json(layout.arguments, mine)
+            write_json_atomic(layout.arguments, mine, default=str)
         elif any(theirs.get(k) != mine[k] for k in LOCATION_FIELDS):  # a moved or copied folder
-            _write_json(layout.arguments, mine)
+            write_json_atomic(layout.arguments, mine, default=str)
     else:
-        _write_json(layout.arguments, mine)
+        write_json_atomic(layout.arguments, mine, default=str)
 
 
 def _release_memory() -> None:
@@ -755,6 +748,8 @@ def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = 
         numbers = STAGE_FUNCTIONS[stage](args, layout)
         _release_memory()  # the next stage starts from what this one leaves, not from its peak
         wall = round(time.perf_counter() - started, 1)
-        _write_json(marker, {"stage": stage, "wall_s": wall, "load_avg": os.getloadavg(), **numbers})
+        write_json_atomic(
+            marker, {"stage": stage, "wall_s": wall, "load_avg": os.getloadavg(), **numbers}, default=str
+        )
         print(f"[{stage}] finished in {wall:.0f} s", flush=True)
     return json.loads(layout.results.read_text()) if layout.results.is_file() else {}

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forecast_dojo.atomic import write_json_atomic
 from forecast_dojo.errors import ExportError as ExportError
 from forecast_dojo.records import StepRecord
 from forecast_dojo.scoring import SCORING_RULES, all_scores
@@ -516,7 +517,7 @@ def export_sft(
         meta = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()}}
         meta["report"] = report.to_dict()
         meta["prompt_profile"] = rows[0]["prompt_profile"]  # the one prompt profile of the rows
-        (out / "export.json").write_text(json.dumps(meta, indent=2, default=str))
+        write_json_atomic(out / "export.json", meta, default=str)
         if verbose:
             print(f"wrote {len(rows)} rows to {out / 'train.parquet'}")
     return dataset

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from forecast_dojo.errors import DataError
 from forecast_dojo.training.experiment import LOCATION_FIELDS
@@ -171,21 +171,41 @@ def _run(path: Path, data: dict[str, Any], model: str, mode: str) -> ReplicateRu
     if model not in models:
         raise DataError(f"{path}: no {model!r} model (it holds {', '.join(models) or 'none'})")
     numbers = (data[model].get("modes") or {}).get(mode) or {}
-    if not numbers.get("steps"):
+    if not isinstance(numbers, dict) or not numbers.get("steps"):
         raise DataError(f"{path}: the {model} model has no steps in memory mode {mode!r}")
+    if not (
+        isinstance(numbers["steps"], int) and not isinstance(numbers["steps"], bool) and numbers["steps"] > 0
+    ):
+        raise DataError(
+            f"{path}: the {model} model's step count in memory mode {mode!r} is {numbers['steps']!r}"
+        )
     by_event = numbers.get(f"{METRIC}_by_event")
     if not by_event:
         raise DataError(
             f"{path}: no per-event numbers (written by a version before 2026-12-07); rerun the experiment's results "
             "stage on its folder (training/experiment.py with its arguments and --stages results)"
         )
+    where = f"{path}: the {model} model's numbers in memory mode {mode!r}"
+    headline = numbers.get(METRIC)
+    if not (isinstance(headline, list) and len(headline) == 3 and all(_is_number(v) for v in headline)):
+        raise DataError(f"{where}: {METRIC!r} is not a [mean, low, high] triple of numbers ({headline!r})")
+    valid_rate = numbers.get("valid_rate")
+    if not (_is_number(valid_rate) and 0 <= valid_rate <= 1):
+        raise DataError(f"{where}: 'valid_rate' is not a number from 0 to 1 ({valid_rate!r})")
+    if not isinstance(by_event, dict) or not all(_is_number(v) for v in by_event.values()):
+        raise DataError(f"{where}: '{METRIC}_by_event' is not an object of numbers, one per event")
     return ReplicateRun(
         path=str(path),
-        valid_rate=float(numbers["valid_rate"]),
+        valid_rate=float(valid_rate),
         steps=int(numbers["steps"]),
-        brier_minus_uniform=tuple(float(v) for v in numbers[METRIC]),  # type: ignore[arg-type]
+        brier_minus_uniform=(float(headline[0]), float(headline[1]), float(headline[2])),
         by_event={str(k): float(v) for k, v in by_event.items()},
     )
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
+    """A finite JSON number (``true`` is not one)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _differing(arguments: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -222,7 +242,7 @@ def load_replicates(
 
     Raises:
         DataError: a file that is missing or not a results file, a model or mode a run lacks, a run
-            without per-event numbers, runs of different worlds or held-out events, or one run given twice.
+            without per-event numbers, numbers of the wrong kind (a file edited by hand), runs of different worlds or held-out events, or one run given twice.
     """
     from forecast_dojo.evaluation.metrics import replicate_bootstrap, replicate_difference
 

@@ -121,6 +121,32 @@ def test_what_is_not_a_replicate_is_refused_with_the_reason(tmp_path):
         load_replicates([])
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("valid_rate", None, "'valid_rate' is not a number from 0 to 1"),
+        ("valid_rate", 1.5, "'valid_rate' is not a number from 0 to 1"),
+        ("valid_rate", True, "'valid_rate' is not a number from 0 to 1"),
+        ("brier_minus_uniform", None, "not a \\[mean, low, high\\] triple"),
+        ("brier_minus_uniform", [0.1, "x", 0.2], "not a \\[mean, low, high\\] triple"),
+        ("brier_minus_uniform", [0.1, 0.2], "not a \\[mean, low, high\\] triple"),
+        ("brier_minus_uniform_by_event", [0.1] * 6, "not an object of numbers"),
+        ("brier_minus_uniform_by_event", dict.fromkeys(EVENTS, "0.1"), "not an object of numbers"),
+        ("steps", "12", "step count in memory mode 'none' is '12'"),
+    ],
+)
+def test_a_hand_edited_results_file_is_refused_as_data_not_a_crash(tmp_path, field, value, message):
+    a = _results(tmp_path / "a.json", [0.0] * 6)
+    edited = json.loads(_results(tmp_path / "b.json", [0.1] * 6).read_text())
+    if value is None:
+        del edited["sft"]["modes"]["none"][field]
+    else:
+        edited["sft"]["modes"]["none"][field] = value
+    (tmp_path / "b.json").write_text(json.dumps(edited))
+    with pytest.raises(DataError, match=message):
+        load_replicates([a, tmp_path / "b.json"])
+
+
 def test_the_script_prints_the_table_and_refuses_bad_input_with_status_2(tmp_path):
     a = _results(tmp_path / "a.json", [-0.3, -0.2, -0.1, 0.0, -0.2, -0.4])
     b = _results(tmp_path / "b.json", [0.1, -0.1, 0.0, 0.0, -0.1, 0.1])

@@ -1,0 +1,50 @@
+"""Writing a file so that a kill, a full disk or a second writer leaves the old file or the new, never half.
+
+Every writer of a file that a later run reads back (a log's rewrite, ``run.json``, a store's manifest, an
+experiment's markers and ``learning.json``, a script's ``--json``) goes through :func:`write_text_atomic`:
+the text goes to a uniquely named temporary file in the same folder, which is then renamed over the
+target (``os.replace`` is atomic within one file system). Two writers at once each rename a whole
+file of their own; the last one wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same folder, then rename it in.
+
+    Args:
+        path: The file to write; its folder is made if missing.
+        text: The whole content.
+
+    Raises:
+        OSError: the folder cannot be made or written; ``path`` is then left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | Path, value: Any, *, sort_keys: bool = False, default: Any = None) -> None:
+    """Write ``value`` as indented JSON with a final newline, atomically (:func:`write_text_atomic`).
+
+    Args:
+        path: The file to write.
+        value: Anything :func:`json.dumps` takes.
+        sort_keys: Sort the keys of every object.
+        default: :func:`json.dumps`'s ``default`` (e.g. ``str`` for paths and dates).
+    """
+    write_text_atomic(path, json.dumps(value, indent=2, sort_keys=sort_keys, default=default) + "\n")
