@@ -15,6 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# The process's umask, read once at import (reading it means setting it, which is not thread-safe later):
+# mkstemp makes its file 0600, and a file renamed into place should have the mode a plain write gives it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same folder, then rename it in.
@@ -30,6 +35,7 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # what open(path, "w") would make, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)

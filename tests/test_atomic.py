@@ -38,3 +38,10 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
 def test_default_turns_what_json_cannot_hold_into_text(tmp_path):
     write_json_atomic(tmp_path / "a.json", {"where": tmp_path}, default=str)
     assert json.loads((tmp_path / "a.json").read_text()) == {"where": str(tmp_path)}
+
+
+def test_the_file_gets_the_mode_a_plain_write_gives_not_mkstemps_0600(tmp_path):
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    write_text_atomic(tmp_path / "atomic.json", "{}")
+    assert (tmp_path / "atomic.json").stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
