@@ -20,9 +20,12 @@ Stages, in order:
    memory-on steps of an event run in order, so memory-on costs hours on a CPU; ``--eval_modes none``
    sizes a run to fit, ``--base_eval_modes none`` leaves out only the base model's memory-on evaluation,
    and the results stage reports whichever modes the logs hold).
-6. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
-7. ``eval-grpo``: the GRPO model on the same held-out steps.
-8. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
+6. ``eval-unseen`` (only with ``eval_unseen_events`` > 0): the SFT model, memory-free, on a seeded
+   sample of training events the teacher never played: more events from the same generator than the
+   20 held-out ones, so a verdict that the held-out interval leaves open can narrow.
+7. ``grpo``: a short GRPO run from the SFT checkpoint with the environment as reward.
+8. ``eval-grpo``: the GRPO model on the same held-out steps.
+9. ``results``: ``learning.json`` (valid-forecast rate, Brier, Brier minus uniform and regret vs the
    oracle with event-bootstrap intervals, memory-on minus memory-free, SFT minus base and GRPO minus
    SFT paired on the same steps, tokens, wall times; each event's mean Brier minus uniform and regret, which
    :mod:`forecast_dojo.training.replicates` pools over runs) and a learning-curve figure, written from
@@ -48,7 +51,7 @@ from forecast_dojo.errors import ExperimentError
 from forecast_dojo.training.arguments import JsonObject
 from forecast_dojo.training.checkpoint import RESUME_LAST
 
-STAGES = ("spec", "teacher", "export", "sft", "eval", "grpo", "eval-grpo", "results")
+STAGES = ("spec", "teacher", "export", "sft", "eval", "eval-unseen", "grpo", "eval-grpo", "results")
 MODES = ("none", "notebook")
 __all__ = ["STAGES", "ExperimentArguments", "ExperimentError", "Layout", "run_experiment"]
 
@@ -125,6 +128,13 @@ class ExperimentArguments:
             no tool and writes up to the reply budget every turn, and an event's memory-on steps run in
             order). Folders written before 2026-12-06 recorded none and used ``eval_modes``.
         eval_sample: evaluate a seeded sample of this many held-out events (0: all).
+        eval_unseen_events: also evaluate the SFT model memory-free on a seeded sample of this many
+            training events the teacher did not play (0, the default: none; ``teacher_sample`` must
+            leave that many out). The 20 held-out events give an interval about +-0.12 wide on Brier
+            minus uniform (docs/training.md); these events come from the same generator and the student
+            never saw them, so ``learning.json``'s ``sft`` entry gains ``unseen`` (their numbers) and
+            ``held_out_and_unseen`` (Brier minus uniform over both sets, one event bootstrap), reported
+            beside the held-out headline, which stays the goal's number.
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
         eval_max_new_tokens: tokens per reply at evaluation; at least the teacher's longest turn, or the
@@ -167,6 +177,7 @@ class ExperimentArguments:
     base_eval_modes: list[str] = field(default_factory=lambda: ["none"])
     eval_base: bool = True
     eval_sample: int = 0
+    eval_unseen_events: int = 0
     eval_concurrency: int = 32
     eval_dtype: str = "auto"
     eval_max_new_tokens: int = 384
@@ -187,8 +198,9 @@ class ExperimentArguments:
                 problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.best_of < 0:
             problems.append(f"best_of must be >= 0, got {self.best_of}")
-        if self.grpo_max_steps < 0:
-            problems.append(f"grpo_max_steps must be >= 0, got {self.grpo_max_steps}")
+        for name in ("grpo_max_steps", "eval_unseen_events"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("eval_modes", "base_eval_modes"):
             modes = getattr(self, name)
             if (modes or name == "eval_modes") and (
@@ -222,6 +234,7 @@ class Layout:
         self.sft_model = self.root / "sft-model"
         self.grpo_model = self.root / "grpo-model"
         self.eval = self.root / "eval"
+        self.eval_unseen = self.root / "eval-unseen"
         self.eval_grpo = self.root / "eval-grpo"
         self.stages = self.root / "stages"
         self.arguments = self.root / "experiment.json"
@@ -240,6 +253,7 @@ class Layout:
             "export": self.sft_data,
             "sft": self.sft_model,
             "eval": self.eval,
+            "eval-unseen": self.eval_unseen,
             "grpo": self.grpo_model,
             "eval-grpo": self.eval_grpo,
             "results": self.results,
@@ -429,6 +443,59 @@ def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     return {"records": _count_records(layout.eval), "agents": agents}
 
 
+def unseen_events(args: ExperimentArguments, layout: Layout) -> list[str]:
+    """A seeded sample of ``eval_unseen_events`` training events of the spec that the teacher's logs lack.
+
+    Raises:
+        ExperimentError: the teacher has not played yet, or it left fewer training events out.
+    """
+    import random
+
+    from forecast_dojo.evaluation.study import study_rows
+    from forecast_dojo.registration import make
+
+    if not layout.marker("teacher").is_file():
+        raise ExperimentError(
+            "the training events the teacher did not play are known once its stage has finished"
+        )
+    played = {row["event_id"] for row in study_rows(layout.teacher)}
+    env = make(str(layout.spec), split="train")
+    try:
+        unseen = sorted({event.id for event in env.events} - played)
+    finally:
+        env.close()
+    if len(unseen) < args.eval_unseen_events:
+        raise ExperimentError(
+            f"eval_unseen_events = {args.eval_unseen_events}, but the teacher left only {len(unseen)} training "
+            "events unplayed: lower it, or lower teacher_sample"
+        )
+    return sorted(random.Random(args.seed).sample(unseen, args.eval_unseen_events))
+
+
+def stage_eval_unseen(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
+    """The SFT model, memory-free, on training events the teacher never played (:func:`unseen_events`)."""
+    events = unseen_events(args, layout)
+    argv = ["run", "--spec", str(layout.spec), "--agents", f"hf:{layout.sft_model}", "--modes", "none"]
+    argv += [
+        "--split",
+        "train",
+        "--seed",
+        str(args.seed),
+        "--out",
+        str(layout.eval_unseen),
+        "--event-ids",
+        *events,
+    ]
+    argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
+    _cli([*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)])
+    return {
+        "records": _count_records(layout.eval_unseen),
+        "events": events,
+        # its own key: a folder evaluated before a move and here after it holds two labels of one model
+        "agents": {"sft-unseen": _label(str(layout.sft_model))},
+    }
+
+
 def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """A short GRPO run from the SFT checkpoint on the experiment's compact training episodes."""
     from forecast_dojo.training.grpo import GRPOArguments, train_grpo
@@ -491,7 +558,7 @@ def _played_agents(layout: Layout) -> dict[str, str]:
     Markers written before they recorded labels give none (the labels are then computed).
     """
     played: dict[str, str] = {}
-    for stage in ("eval", "eval-grpo"):
+    for stage in ("eval", "eval-unseen", "eval-grpo"):
         marker = layout.marker(stage)
         if marker.is_file():
             played.update(json.loads(marker.read_text()).get("agents") or {})
@@ -521,6 +588,8 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
             entry["notebook_minus_none"] = [diff["mean"], *diff["ci"]]
         out[key] = entry
     out["effects"] = _effects(rows, {key: entry["agent"] for key, entry in out.items()})
+    if layout.eval_unseen.is_dir():
+        out["sft"].update(_unseen_numbers(layout, out["sft"], played.get("sft-unseen")))
     grpo_marker = layout.marker("grpo")
     if grpo_marker.is_file():  # GRPO's training numbers, whether or not its evaluation ran
         trained = json.loads(grpo_marker.read_text())
@@ -539,6 +608,31 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         "intervals are 95 % event-bootstrap; brier_minus_uniform, regret and effects (Brier of the later model minus the "
         "earlier one, per memory mode: negative = the later model is better) are paired on identical steps.",
     }
+
+
+def _unseen_numbers(layout: Layout, sft: dict[str, Any], agent: str | None) -> dict[str, Any]:
+    """The SFT model on the unseen training events, and Brier minus uniform over them and the held-out ones.
+
+    ``agent`` is the label the ``eval-unseen`` stage recorded (None: the label of the model's path now).
+    """
+    from forecast_dojo.evaluation import metrics
+    from forecast_dojo.evaluation.study import study_rows
+
+    rows = study_rows(layout.eval_unseen)
+    agent = agent or _label(str(layout.sft_model), {metrics.forecaster(row)[0] for row in rows})
+    unseen = _model_numbers(rows, (agent, "none"))
+    numbers: dict[str, Any] = {"unseen": unseen}
+    held_out = sft.get("brier_minus_uniform_by_event") or {}
+    if unseen.get("brier_minus_uniform_by_event") and held_out:
+        both = {**held_out, **unseen["brier_minus_uniform_by_event"]}
+        steps = sft["steps"] + unseen["steps"]
+        numbers["held_out_and_unseen"] = {
+            "events": len(both),
+            "steps": steps,
+            "valid_rate": (sft["valid_rate"] * sft["steps"] + unseen["valid_rate"] * unseen["steps"]) / steps,
+            "brier_minus_uniform": list(metrics.event_bootstrap({e: [v] for e, v in both.items()})),
+        }
+    return numbers
 
 
 # What each training stage changed: (later model, earlier model), paired on the steps both played.
@@ -645,6 +739,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[ExperimentArguments, Layout], dict[str, Any
     "export": stage_export,
     "sft": stage_sft,
     "eval": stage_eval,
+    "eval-unseen": stage_eval_unseen,
     "grpo": stage_grpo,
     "eval-grpo": stage_eval_grpo,
     "results": stage_results,
@@ -657,10 +752,11 @@ STAGE_FUNCTIONS: dict[str, Callable[[ExperimentArguments, Layout], dict[str, Any
 
 # The stages that read each argument family; every other argument shapes every stage from ``spec`` on.
 _ARGUMENT_STAGES = {
+    "eval_unseen_": ("eval-unseen",),  # before "eval_": the first prefix that matches wins
     "teacher_": ("teacher",),
     "sft_": ("sft",),
     "extra_sft": ("sft",),
-    "eval_": ("eval", "eval-grpo"),
+    "eval_": ("eval", "eval-unseen", "eval-grpo"),
     "base_eval_": ("eval",),
     "grpo_": ("grpo",),
     "extra_grpo": ("grpo",),
@@ -735,6 +831,8 @@ def run_experiment(args: ExperimentArguments, *, stages: Sequence[str] | None = 
         raise ExperimentError(f"unknown stage(s) {unknown}; known: {list(STAGES)}")
     if args.grpo_max_steps == 0:
         wanted = [s for s in wanted if s not in ("grpo", "eval-grpo")]
+    if args.eval_unseen_events == 0:
+        wanted = [s for s in wanted if s != "eval-unseen"]
     layout = Layout(args.out)
     layout.root.mkdir(parents=True, exist_ok=True)
     _check_folder(args, layout)

@@ -44,6 +44,7 @@ def _argv(out: Path, model: Path, results: Path) -> list[str]:
             "1",
         ),
         *("--sft_bf16", "false", "--grpo_max_steps", "1", "--grpo_num_generations", "2"),
+        *("--teacher_sample", "20", "--eval_unseen_events", "2"),  # 26 of the 46 training events unplayed
         *(
             "--grpo_max_completion_length",
             "8",
@@ -97,6 +98,18 @@ def test_experiment_runs_every_stage_and_resumes_after_a_kill(synthetic_cache, t
     assert set(learning["effects"]["sft_minus_base"]) == {"none"}
     assert set(learning["effects"]["grpo_minus_sft"]) == {"none", "notebook"}
     assert learning["grpo"]["training"]["global_step"] == 1  # GRPO's own numbers beside its evaluation
+    # the SFT model on two training events the teacher never played, and over those and the held-out two
+    unseen = learning["sft"]["unseen"]
+    unseen_events = set(unseen["brier_minus_uniform_by_event"])
+    assert len(unseen_events) == 2 and unseen_events.isdisjoint({"syn-0001", "syn-0003"})
+    teacher_events = {
+        json.loads(line)["event_id"] for line in (layout.teacher / "honest-none" / "steps.jsonl").open()
+    }
+    assert len(teacher_events) == 20 and unseen_events.isdisjoint(teacher_events)
+    both = learning["sft"]["held_out_and_unseen"]
+    assert both["events"] == 4 and both["steps"] == learning["sft"]["steps"] + unseen["steps"]
+    every = {**learning["sft"]["brier_minus_uniform_by_event"], **unseen["brier_minus_uniform_by_event"]}
+    assert both["brier_minus_uniform"][0] == pytest.approx(sum(every.values()) / 4)
     assert learning["stage_wall_s"]["teacher"] is not None
 
     # A third run plays nothing and changes nothing; only the results are recomputed from the logs.
@@ -180,6 +193,7 @@ def test_arguments_of_stages_not_yet_started_may_change(tmp_path):
         ("max_turns", 0),
         ("best_of", -1),
         ("grpo_max_steps", -2),
+        ("eval_unseen_events", -1),
         ("tools", ["search"]),
         ("extra_sft", {"learning_rat": 1e-4}),
         ("extra_grpo", {"num_generation": 2}),
@@ -336,6 +350,7 @@ def test_unknown_stage_is_refused(tmp_path):
 
 def test_results_read_the_labels_the_evaluations_recorded(tmp_path, monkeypatch):
     from forecast_dojo.evaluation import study
+    from forecast_dojo.training import experiment
     from forecast_dojo.training.experiment import summarize
 
     # Logs played under labels of another path (the folder was moved after its evaluations).
@@ -373,6 +388,23 @@ def test_results_read_the_labels_the_evaluations_recorded(tmp_path, monkeypatch)
     assert summary["sft"]["steps"] == 2 and summary["sft"]["agent"] == "hf-sft-model-aaaaaa"
     assert summary["grpo"]["steps"] == 2
     assert summary["effects"]["grpo_minus_sft"]["none"] == pytest.approx([0.0, 0.0, 0.0])
+
+    # The unseen events played after the move, under this path's label: each set found under its own.
+    here = experiment._label(str(layout.sft_model))
+    unseen_rows = [{**row, "agent": here, "event_id": "u"} for row in rows if row["event_id"] == "a"]
+    unseen_rows = unseen_rows[:1]
+    monkeypatch.setattr(
+        study,
+        "study_rows",
+        lambda folder: {"eval": rows, "eval-unseen": unseen_rows}.get(folder.name, []),
+    )
+    layout.eval_unseen.mkdir()
+    layout.marker("eval-unseen").write_text(
+        json.dumps({"stage": "eval-unseen", "agents": {"sft-unseen": here}})
+    )
+    summary = summarize(args, layout)
+    assert summary["sft"]["agent"] == "hf-sft-model-aaaaaa" and summary["sft"]["steps"] == 2
+    assert summary["sft"]["unseen"]["steps"] == 1 and summary["sft"]["unseen"]["events"] == 1
 
 
 def test_a_moved_folder_continues_where_it_stopped(tmp_path):
@@ -463,3 +495,56 @@ def test_each_models_numbers_keep_their_per_event_means_for_pooling_replicates()
     )
     assert "regret" not in numbers and "regret_by_event" not in numbers  # no oracle rows
     assert _model_numbers(rows, ("sft", "notebook")) == {"steps": 0}
+
+
+def test_unseen_events_are_training_events_the_teacher_never_played(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from forecast_dojo import registration
+    from forecast_dojo.evaluation import study
+    from forecast_dojo.training import experiment
+
+    train = [f"syn-t{i:05d}" for i in range(10)]
+    monkeypatch.setattr(
+        registration,
+        "make",
+        lambda spec, split: SimpleNamespace(
+            events=[SimpleNamespace(id=e) for e in train], close=lambda: None
+        ),
+    )
+    monkeypatch.setattr(study, "study_rows", lambda folder: [{"event_id": e} for e in train[:6]])
+    calls = []
+    monkeypatch.setattr(experiment, "_cli", calls.append)
+    monkeypatch.setattr(experiment, "_count_records", lambda folder: 0)
+    layout = Layout(tmp_path / "exp")
+    args = ExperimentArguments(out=str(layout.root), seed=1, eval_unseen_events=3)
+    with pytest.raises(ExperimentError, match="once its stage has finished"):
+        experiment.unseen_events(args, layout)
+    layout.marker("teacher").parent.mkdir(parents=True)
+    layout.marker("teacher").write_text("{}")
+    chosen = experiment.unseen_events(args, layout)
+    assert len(chosen) == 3 and set(chosen) <= set(train[6:]) and chosen == sorted(chosen)
+    assert experiment.unseen_events(args, layout) == chosen  # seeded
+    numbers = experiment.stage_eval_unseen(args, layout)
+    (argv,) = calls
+    assert argv[argv.index("--event-ids") + 1 : argv.index("--concurrency")] == chosen
+    assert argv[argv.index("--split") + 1] == "train" and argv[argv.index("--modes") + 1] == "none"
+    assert argv[argv.index("--out") + 1] == str(layout.eval_unseen) and numbers["events"] == chosen
+    with pytest.raises(ExperimentError, match="left only 4 training events unplayed"):
+        experiment.unseen_events(dataclasses.replace(args, eval_unseen_events=5), layout)
+
+
+def test_eval_unseen_runs_only_when_asked_and_may_be_added_to_a_finished_folder(tmp_path, monkeypatch):
+    from forecast_dojo.training import experiment
+
+    calls = []
+    for stage in STAGES:
+        monkeypatch.setitem(
+            experiment.STAGE_FUNCTIONS, stage, lambda _args, _layout, stage=stage: calls.append(stage) or {}
+        )
+    args = ExperimentArguments(out=str(tmp_path / "exp"), grpo_max_steps=0)
+    run_experiment(args)
+    assert "eval-unseen" not in calls and calls[-1] == "results"
+    calls.clear()
+    run_experiment(dataclasses.replace(args, eval_unseen_events=60))  # every other stage has finished
+    assert calls == ["eval-unseen", "results"]
