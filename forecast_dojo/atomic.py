@@ -1,7 +1,7 @@
 """Writing a file so that a kill, a full disk or a second writer leaves the old file or the new, never half.
 
-Every writer of a file that a later run reads back (a log's rewrite, ``run.json``, a store's manifest, an
-experiment's markers and ``learning.json``, a script's ``--json``) goes through :func:`write_text_atomic`:
+The writers of the files a later run reads back (a log's rewrite, ``run.json``, a store's manifest, an
+experiment's markers and ``learning.json``, a script's ``--json``) go through :func:`write_text_atomic`:
 the text goes to a uniquely named temporary file in the same folder, which is then renamed over the
 target (``os.replace`` is atomic within one file system). Two writers at once each rename a whole
 file of their own; the last one wins.
