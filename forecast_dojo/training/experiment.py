@@ -327,12 +327,19 @@ def _run_argv(
     agents: Sequence[str],
     split: str,
     modes: Sequence[str] | None = None,
+    events: Sequence[str] = (),
 ) -> list[str]:
-    """``forecast-dojo run``'s arguments; ``modes`` default: ``eval_modes`` on the held-out split, both otherwise."""
+    """``forecast-dojo run``'s arguments; ``modes`` default: ``eval_modes`` on the held-out split, both otherwise.
+
+    ``events`` names the events to play (else ``eval_events`` and ``eval_sample`` on the held-out split,
+    ``teacher_sample`` on the training split).
+    """
     if modes is None:
         modes = args.eval_modes if split == "eval" else MODES
     argv = ["run", "--spec", str(layout.spec), "--agents", *agents, "--modes", *modes, "--split", split]
     argv += ["--seed", str(args.seed), "--out", str(out)]
+    if events:
+        return [*argv, "--event-ids", *events]
     if split == "eval" and args.eval_events:
         argv += ["--event-ids", *args.eval_events]
     sample = args.eval_sample if split == "eval" else args.teacher_sample
@@ -418,8 +425,11 @@ def _eval_argv(
     out: Path,
     models: Sequence[str],
     modes: Sequence[str] | None = None,
+    *,
+    split: str = "eval",
+    events: Sequence[str] = (),
 ) -> list[str]:
-    argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], "eval", modes)
+    argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], split, modes, events)
     argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
     return [*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)]
 
@@ -475,24 +485,13 @@ def unseen_events(args: ExperimentArguments, layout: Layout) -> list[str]:
 def stage_eval_unseen(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The SFT model, memory-free, on training events the teacher never played (:func:`unseen_events`)."""
     events = unseen_events(args, layout)
-    argv = ["run", "--spec", str(layout.spec), "--agents", f"hf:{layout.sft_model}", "--modes", "none"]
-    argv += [
-        "--split",
-        "train",
-        "--seed",
-        str(args.seed),
-        "--out",
-        str(layout.eval_unseen),
-        "--event-ids",
-        *events,
-    ]
-    argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
-    _cli([*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)])
+    model = str(layout.sft_model)
+    _cli(_eval_argv(args, layout, layout.eval_unseen, [model], ["none"], split="train", events=events))
     return {
         "records": _count_records(layout.eval_unseen),
         "events": events,
         # its own key: a folder evaluated before a move and here after it holds two labels of one model
-        "agents": {"sft-unseen": _label(str(layout.sft_model))},
+        "agents": {"sft-unseen": _label(model)},
     }
 
 
