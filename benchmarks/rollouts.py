@@ -4,7 +4,8 @@ Baseline (same run, same episodes, same model): the code of a named git commit
 (``--baseline-commit``, default: main before lockstep batching) exported to a temporary folder,
 playing one episode at a time in float32 (``main-c1-fp32``) or at ``--concurrency 32`` in bfloat16
 (``main-c32-bf16``). Against it, the lockstep path of this tree (``--concurrency`` 8, 32 and 64,
-bfloat16 and float32 weights). Since 2026-12-06 the memory-free episodes of a study are single
+bfloat16 and float32 weights; ``c32-fp32-labels``: with the evidence-label constraint of
+``--local-constrain-labels``, whose cost is the rows' difference). Since 2026-12-06 the memory-free episodes of a study are single
 forecast steps, so the steps of one event play side by side. Each configuration runs in a fresh
 subprocess through :func:`forecast_dojo.evaluation.study.run_study` (what ``forecast-dojo run
 --agents smollm2 --concurrency N --local-dtype D`` runs); the timer covers the study only (env
@@ -55,6 +56,7 @@ MODES = {
     "c32-fp32": ("tree", 32, "float32"),
     "c64-bf16": ("tree", 64, "bfloat16"),
     "c64-fp32": ("tree", 64, "float32"),
+    "c32-fp32-labels": ("tree", 32, "float32"),  # decoded with the evidence-label constraint
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
     "reference-b32-bf16": ("reference", 32, "bfloat16"),
 }
@@ -151,6 +153,8 @@ def child(args: argparse.Namespace) -> None:
         "batch_size": concurrency,
         "max_new_tokens": args.max_new_tokens,
     }
+    if args.child.endswith("-labels"):  # forecast-dojo run --local-constrain-labels
+        options["constrain_labels"] = True
     t0 = time.perf_counter()
     TransformersAgent.from_pretrained(args.model, **options)  # load the model once, outside the timer
     extra: dict = {"prompt": args.prompt} if args.prompt else {}

@@ -51,6 +51,7 @@ FLAGS: dict[str, list[tuple[str, str, str, str]]] = {
         ("--tool-mode", "tool_mode", "'native'", "choices=native|text"),
         ("--local-dtype", "local_dtype", "'auto'", "choices=auto|float32|bfloat16"),
         ("--local-max-new-tokens", "local_max_new_tokens", "256", "type=integer >= 1"),
+        ("--local-constrain-labels", "local_constrain_labels", "False", "StoreTrue"),
     ],
     "report": [
         ("runs", "runs", "None", "required nargs=+ type=Path"),

@@ -48,6 +48,7 @@ class _Request:
     ids: list[int]
     options: tuple[tuple[str, Any], ...]
     session: int | None = None
+    labels: tuple[str, ...] | None = None  # the outcome labels its evidence must name (constrained decoding)
     wake: threading.Event = field(default_factory=threading.Event)  # finished, or promoted to leader
     result: list[int] | None = None
     error: BaseException | None = None
@@ -73,6 +74,8 @@ class BatcherStats:
     prompt_tokens: int = 0  # tokens of all prompts
     reused_tokens: int = 0  # of them, taken from a cached prefix (not computed again)
     generated_tokens: int = 0  # new tokens handed back
+    # of them, tokens the evidence-label constraint chose over the model's first choice
+    constrained_tokens: int = 0
     generate_s: float = 0.0  # seconds spent in ``model.generate``
 
 
@@ -165,6 +168,7 @@ class GenerationBatcher:
         self._starting = True  # no batch of sessions has run since none was live: a study is starting
         self._sessions = itertools.count()
         self._cache: OrderedDict[int, _Entry] = OrderedDict()  # session -> entry, least recent first
+        self._token_texts: list[str] | None = None  # for constrained decoding, computed when first needed
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -189,19 +193,31 @@ class GenerationBatcher:
                 self._starting = True
             self._arrived.notify_all()
 
-    def generate(self, ids: list[int], *, session: int | None = None, **options: Any) -> list[int]:
+    def generate(
+        self,
+        ids: list[int],
+        *,
+        session: int | None = None,
+        labels: Sequence[str] | None = None,
+        **options: Any,
+    ) -> list[int]:
         """The new tokens for one prompt (up to and including its stop).
 
         Args:
             ids: the prompt's token ids.
             session: the episode's key (:meth:`new_session`): its transcript's cache is kept and reused.
+            labels: the question's outcome labels: the reply's ``submit_forecast`` evidence may name
+                only these (:class:`~forecast_dojo.agents.constrained.EvidenceLabelsProcessor`);
+                requests with and without labels share batches.
             **options: ``model.generate`` options (``max_new_tokens``, ``do_sample``, ``temperature``);
                 requests are batched only with requests of the same options.
 
         Returns:
             The generated token ids.
         """
-        request = _Request(list(ids), tuple(sorted(options.items())), session)
+        request = _Request(
+            list(ids), tuple(sorted(options.items())), session, tuple(labels) if labels else None
+        )
         with self._lock:
             self._pending.append(request)
             self._last_arrival = time.monotonic()
@@ -337,6 +353,11 @@ class GenerationBatcher:
             from transformers import StoppingCriteriaList
 
             extra["stopping_criteria"] = StoppingCriteriaList([stop])
+        constraint = self._constraint(batch, total, options)
+        if constraint is not None:
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([constraint])
         started = time.perf_counter()
         with torch.no_grad():
             output = self.model.generate(
@@ -359,10 +380,24 @@ class GenerationBatcher:
         self.stats.prompt_tokens += sum(len(r.ids) for r in batch)
         self.stats.reused_tokens += sum(length for length, _ in prefixes)
         self.stats.generated_tokens += sum(len(r) for r in results)
+        if constraint is not None:
+            self.stats.constrained_tokens += sum(constraint.changed)
         new_cache = getattr(output, "cache", None) if self.reuse_prefix else None
         if new_cache is not None:
             self._keep(batch, results, attention_mask, total, new_cache)
         return results
+
+    def _constraint(self, batch: list[_Request], width: int, options: dict[str, Any]) -> Any:
+        """The evidence-label logits processor of a batch, or None when no request names labels."""
+        if not any(r.labels for r in batch):
+            return None
+        from forecast_dojo.agents.constrained import EvidenceLabelsProcessor, token_texts
+
+        if self._token_texts is None:
+            self._token_texts = token_texts(self.tokenizer)
+        return EvidenceLabelsProcessor(
+            self._token_texts, [r.labels for r in batch], width, greedy=not options.get("do_sample", False)
+        )
 
     def _batch_cache(self, prefixes: list[tuple[int, _Entry | None]], width: int) -> Any:
         """A cache of the rows' prefixes, each left-padded to ``width`` positions."""

@@ -36,6 +36,10 @@ class TransformersAgent(ConversationAgent):
     ``</tool_call>`` (one call per turn: the model never writes the tool's answer itself), or after
     ``max_new_tokens``. Each agent is one session of its batcher: the key/value cache of its
     transcript is kept between turns, so a turn computes only the tokens added since the last one.
+
+    With ``constrain_labels=True`` a ``submit_forecast`` call's ``evidence`` is kept well-formed and its
+    labels among the question's outcomes (:mod:`forecast_dojo.agents.constrained`); the rest of the
+    reply is the model's own. Off by default: the model alone is what an evaluation measures unless asked.
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class TransformersAgent(ConversationAgent):
         temperature: float = 1.0,
         max_prompt_tokens: int = 6144,
         batcher: GenerationBatcher | None = None,
+        constrain_labels: bool = False,
         name: str = "llm",
     ) -> None:
         super().__init__()
@@ -60,6 +65,7 @@ class TransformersAgent(ConversationAgent):
         self.do_sample = do_sample
         self.temperature = temperature
         self.max_prompt_tokens = max_prompt_tokens
+        self.constrain_labels = constrain_labels
         self.name = name
 
     @classmethod
@@ -100,7 +106,8 @@ class TransformersAgent(ConversationAgent):
         options: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
         if self.do_sample:
             options["temperature"] = self.temperature
-        new_tokens = self.batcher.generate(ids[0].tolist(), session=self.session, **options)
+        labels = observation["outcomes"] if self.constrain_labels else None  # free-form: none to keep to
+        new_tokens = self.batcher.generate(ids[0].tolist(), session=self.session, labels=labels, **options)
         text = self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
         return {
             "role": "assistant",

@@ -52,6 +52,7 @@ SERVER_FLAGS = {
 # where ``run`` writes without --out: the main job, and a study with notebook controls (its own folder)
 DEFAULT_OUT = Path("runs/latest")
 CONTROLS_OUT = Path("runs/notebook-controls")
+CONSTRAINED_SUFFIX = "-labels"  # the agent label of a local model decoded with --local-constrain-labels
 
 
 def default_out(modes: list[str]) -> Path:
@@ -139,10 +140,15 @@ class RunArguments:
         "about 2.7x slower where it is emulated, e.g. AVX2 only; auto: bfloat16 where native, else float32)",
     )
     local_max_new_tokens: int = option(256, parse=at_least(1), help="tokens per reply")
+    local_constrain_labels: bool = option(
+        False,
+        help="constrained decoding: submit_forecast's evidence stays well-formed and names only the question's "
+        f"outcomes (forecast_dojo.agents.constrained); the agents' labels get '{CONSTRAINED_SUFFIX}'",
+    )
 
 
 # the run's flags in their groups: its own, then the server's (OpenAIConfig), then the local models'
-LOCAL_FIELDS = ("local_dtype", "local_max_new_tokens")
+LOCAL_FIELDS = ("local_dtype", "local_max_new_tokens", "local_constrain_labels")
 RUN_FIELDS = tuple(f.name for f in dataclasses.fields(RunArguments) if f.name not in LOCAL_FIELDS)
 
 
@@ -284,20 +290,23 @@ def _server_config(args: argparse.Namespace) -> Any:
     )
 
 
-def local_model_label(name: str) -> str:
+def local_model_label(name: str, *, constrain_labels: bool = False) -> str:
     """The agent label of a local model given to ``--agents``: ``smollm2``, or ``hf-<folder name>-<digest>``.
 
     The digest (6 hex digits of a SHA-256) is of the checkpoint's absolute path when ``hf:<path>`` names
     a local folder, else of the model id as written, so two checkpoints saved as ``a/model`` and
     ``b/model`` get different labels, and one folder gets the same label from any working directory.
+    With ``constrain_labels`` (``--local-constrain-labels``) the label ends in :data:`CONSTRAINED_SUFFIX`:
+    the same model decoded under the constraint is another agent, with its own logs.
     """
+    suffix = CONSTRAINED_SUFFIX if constrain_labels else ""
     if name == "smollm2":
-        return name
+        return name + suffix
     model = name.removeprefix("hf:")
     path = Path(model).expanduser()
     key = str(path.resolve()) if path.exists() else model
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:6]
-    return f"hf-{Path(key).name or model}-{digest}"
+    return f"hf-{Path(key).name or model}-{digest}{suffix}"
 
 
 def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, Any]:
@@ -319,13 +328,14 @@ def _agent_factories(args: argparse.Namespace, honest_model: Any) -> dict[str, A
             path = name.removeprefix("hf:")
             from forecast_dojo.agents.llm import TransformersAgent
 
-            label = local_model_label(name)
+            label = local_model_label(name, constrain_labels=args.local_constrain_labels)
             factories[label] = lambda env, path=path, label=label: TransformersAgent.from_pretrained(
                 path,
                 name=label,
                 dtype=args.local_dtype,
                 batch_size=max(args.concurrency, 1),
                 max_new_tokens=args.local_max_new_tokens,
+                constrain_labels=args.local_constrain_labels,
             )
         elif name == "honest":
             from forecast_dojo.agents.honest import HonestEvidenceAgent

@@ -135,6 +135,10 @@ class ExperimentArguments:
             never saw them, so ``learning.json``'s ``sft`` entry gains ``unseen`` (their numbers) and
             ``held_out_and_unseen`` (Brier minus uniform over both sets, one event bootstrap), reported
             beside the held-out headline, which stays the goal's number.
+        eval_constrain_labels: decode the local models at every evaluation with their ``evidence``
+            kept well-formed and naming only the question's outcomes
+            (:mod:`forecast_dojo.agents.constrained`, ``forecast-dojo run --local-constrain-labels``;
+            their agent labels end in ``-labels``). Off by default: the model alone is measured.
         eval_concurrency: episodes generated as one batch by the local model.
         eval_dtype: the local model's weights at evaluation (``auto``: bfloat16 where native, else float32).
         eval_max_new_tokens: tokens per reply at evaluation; at least the teacher's longest turn, or the
@@ -178,6 +182,7 @@ class ExperimentArguments:
     eval_base: bool = True
     eval_sample: int = 0
     eval_unseen_events: int = 0
+    eval_constrain_labels: bool = False
     eval_concurrency: int = 32
     eval_dtype: str = "auto"
     eval_max_new_tokens: int = 384
@@ -431,6 +436,7 @@ def _eval_argv(
 ) -> list[str]:
     argv = _run_argv(args, layout, out, [f"hf:{m}" for m in models], split, modes, events)
     argv += ["--concurrency", str(args.eval_concurrency), "--local-dtype", args.eval_dtype]
+    argv += ["--local-constrain-labels"] if args.eval_constrain_labels else []
     return [*argv, "--local-max-new-tokens", str(args.eval_max_new_tokens)]
 
 
@@ -449,7 +455,10 @@ def stage_eval(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     else:
         _cli(_eval_argv(args, layout, layout.eval, models[:1], base_modes))
         _cli(_eval_argv(args, layout, layout.eval, models[1:]))
-    agents = {"sft": _label(models[1])} | ({"base": _label(models[0])} if args.eval_base else {})
+    constrained = args.eval_constrain_labels
+    agents = {"sft": _label(models[1], constrained=constrained)}
+    if args.eval_base:
+        agents["base"] = _label(models[0], constrained=constrained)
     return {"records": _count_records(layout.eval), "agents": agents}
 
 
@@ -491,7 +500,7 @@ def stage_eval_unseen(args: ExperimentArguments, layout: Layout) -> dict[str, An
         "records": _count_records(layout.eval_unseen),
         "events": events,
         # its own key: a folder evaluated before a move and here after it holds two labels of one model
-        "agents": {"sft-unseen": _label(model)},
+        "agents": {"sft-unseen": _label(model, constrained=args.eval_constrain_labels)},
     }
 
 
@@ -523,7 +532,8 @@ def stage_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
 def stage_eval_grpo(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     """The GRPO model on the same held-out events."""
     _cli(_eval_argv(args, layout, layout.eval_grpo, [str(layout.grpo_model)]))
-    return {"records": _count_records(layout.eval_grpo), "agents": {"grpo": _label(str(layout.grpo_model))}}
+    label = _label(str(layout.grpo_model), constrained=args.eval_constrain_labels)
+    return {"records": _count_records(layout.eval_grpo), "agents": {"grpo": label}}
 
 
 def _count_records(study: Path) -> int:
@@ -536,15 +546,18 @@ def _count_records(study: Path) -> int:
 # Results: learning.json and the figure, computed from the logs.
 
 
-def _label(model: str, present: set[str] | frozenset[str] = frozenset()) -> str:
+def _label(model: str, present: set[str] | frozenset[str] = frozenset(), *, constrained: bool = False) -> str:
     """The agent label ``forecast-dojo run`` gives ``hf:<model>``, as found among the ``present`` labels.
 
     Logs written before labels carried a hash of the model's path (``hf-<folder>`` then,
     ``hf-<folder>-<hash>`` now) keep their old label: the first candidate found in ``present`` wins.
+    ``constrained``: the label of the model decoded with ``--local-constrain-labels``.
     """
     from forecast_dojo.evaluation.cli import local_model_label
 
-    label = local_model_label(f"hf:{model}")
+    label = local_model_label(f"hf:{model}", constrain_labels=constrained)
+    if constrained:
+        return label
     legacy = f"hf-{Path(model).name}"
     return next((c for c in (label, legacy) if c in present), label)
 
@@ -577,7 +590,8 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     played = _played_agents(layout)
     out: dict[str, Any] = {}
     for key, model in models.items():
-        agent = played.get(key) or _label(model, {metrics.forecaster(row)[0] for row in rows})
+        present = {metrics.forecaster(row)[0] for row in rows}
+        agent = played.get(key) or _label(model, present, constrained=args.eval_constrain_labels)
         per_mode = {mode: _model_numbers(rows, (agent, mode)) for mode in MODES}
         entry = dict(per_mode["none"])  # the headline: memory-free
         entry["agent"] = agent
@@ -588,7 +602,8 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         out[key] = entry
     out["effects"] = _effects(rows, {key: entry["agent"] for key, entry in out.items()})
     if layout.eval_unseen.is_dir():
-        out["sft"].update(_unseen_numbers(layout, out["sft"], played.get("sft-unseen")))
+        unseen = _unseen_numbers(layout, out["sft"], played.get("sft-unseen"), args.eval_constrain_labels)
+        out["sft"].update(unseen)
     grpo_marker = layout.marker("grpo")
     if grpo_marker.is_file():  # GRPO's training numbers, whether or not its evaluation ran
         trained = json.loads(grpo_marker.read_text())
@@ -609,16 +624,20 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
     }
 
 
-def _unseen_numbers(layout: Layout, sft: dict[str, Any], agent: str | None) -> dict[str, Any]:
+def _unseen_numbers(
+    layout: Layout, sft: dict[str, Any], agent: str | None, constrained: bool = False
+) -> dict[str, Any]:
     """The SFT model on the unseen training events, and Brier minus uniform over them and the held-out ones.
 
-    ``agent`` is the label the ``eval-unseen`` stage recorded (None: the label of the model's path now).
+    ``agent`` is the label the ``eval-unseen`` stage recorded (None: the label of the model's path now,
+    decoded under the evidence-label constraint when ``constrained``).
     """
     from forecast_dojo.evaluation import metrics
     from forecast_dojo.evaluation.study import study_rows
 
     rows = study_rows(layout.eval_unseen)
-    agent = agent or _label(str(layout.sft_model), {metrics.forecaster(row)[0] for row in rows})
+    present = {metrics.forecaster(row)[0] for row in rows}
+    agent = agent or _label(str(layout.sft_model), present, constrained=constrained)
     unseen = _model_numbers(rows, (agent, "none"))
     numbers: dict[str, Any] = {"unseen": unseen}
     held_out = sft.get("brier_minus_uniform_by_event") or {}

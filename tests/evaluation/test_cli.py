@@ -146,6 +146,9 @@ def test_local_model_labels_of_two_checkpoints_named_alike_differ(tmp_path, monk
     assert local_model_label("hf:org/model") not in (a, b)
     assert local_model_label("hf:org/model").startswith("hf-model-")
     assert local_model_label("smollm2") == "smollm2"
+    # the same model decoded under the evidence-label constraint is another agent
+    assert local_model_label("hf:model", constrain_labels=True) == a + "-labels"
+    assert local_model_label("smollm2", constrain_labels=True) == "smollm2-labels"
 
 
 def test_a_single_step_selection_that_plays_nothing_is_an_error(

@@ -241,6 +241,23 @@ def test_the_teacher_writes_lines_of_no_bearing_only_when_asked(tmp_path, monkey
     assert [p.honest_no_bearing_lines for p in parsed] == [False, True]
 
 
+def test_constrained_evaluations_pass_the_flag_and_record_their_own_labels(tmp_path, monkeypatch):
+    from forecast_dojo.cli import build_parser
+    from forecast_dojo.training import experiment
+
+    calls = []
+    monkeypatch.setattr(experiment, "_cli", calls.append)
+    monkeypatch.setattr(experiment, "_count_records", lambda folder: 0)
+    layout = Layout(tmp_path / "exp")
+    layout.eval.mkdir(parents=True)
+    plain = experiment.stage_eval(ExperimentArguments(out=str(layout.root), eval_base=False), layout)
+    constrained = experiment.stage_eval(
+        ExperimentArguments(out=str(layout.root), eval_base=False, eval_constrain_labels=True), layout
+    )
+    assert [build_parser().parse_args(argv).local_constrain_labels for argv in calls] == [False, True]
+    assert constrained["agents"]["sft"] == plain["agents"]["sft"] + "-labels"
+
+
 def test_the_base_model_can_leave_memory_on_out_while_the_sft_model_plays_both(tmp_path, monkeypatch):
     from forecast_dojo.training import experiment
 
