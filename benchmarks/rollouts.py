@@ -5,8 +5,8 @@ Baseline (same run, same episodes, same model): the code of a named git commit
 playing one episode at a time in float32 (``main-c1-fp32``) or at ``--concurrency 32`` in bfloat16
 (``main-c32-bf16``). Against it, the lockstep path of this tree (``--concurrency`` 8, 32 and 64,
 bfloat16 and float32 weights; ``c32-fp32-labels``: with the evidence-label constraint of
-``--local-constrain-labels``, whose cost is the rows' difference). Since 2026-12-06 the memory-free episodes of a study are single
-forecast steps, so the steps of one event play side by side. Each configuration runs in a fresh
+``--local-constrain-labels``, whose cost is its difference from ``c32-fp32``). Since 2026-12-06 the
+memory-free episodes of a study are single forecast steps, so the steps of one event play side by side. Each configuration runs in a fresh
 subprocess through :func:`forecast_dojo.evaluation.study.run_study` (what ``forecast-dojo run
 --agents smollm2 --concurrency N --local-dtype D`` runs); the timer covers the study only (env
 resets and steps, prompt rendering, generation, logging), not loading the model or the world.
