@@ -68,6 +68,18 @@ NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 NUMBER_PREFIX = re.compile(r"-?(?:(?:0|[1-9]\d*)(?:\.|\.\d+(?:[eE][+-]?\d*)?|[eE][+-]?\d*)?)?")
 NUMBER_CHARS = frozenset("0123456789.eE+-")
 
+# (what comes next, character) -> what comes after it ("": the array is closed)
+_MOVES = {
+    (_ITEM_OR_END, "["): _LABEL,
+    (_ITEM_OR_END, "]"): "",
+    (_ITEM, "["): _LABEL,
+    (_LABEL, '"'): _IN_LABEL,
+    (_COMMA, ","): _NUMBER,
+    (_PIECE_END, "]"): _NEXT_OR_END,
+    (_NEXT_OR_END, ","): _ITEM,
+    (_NEXT_OR_END, "]"): "",
+}
+
 
 @dataclass
 class EvidenceLexer:
@@ -152,17 +164,7 @@ class EvidenceLexer:
         if self.expect == _NUMBER and (char == "-" or char in "0123456789"):
             self.expect, self.written = _IN_NUMBER, char
             return True
-        moves = {
-            (_ITEM_OR_END, "["): _LABEL,
-            (_ITEM_OR_END, "]"): "",
-            (_ITEM, "["): _LABEL,
-            (_LABEL, '"'): _IN_LABEL,
-            (_COMMA, ","): _NUMBER,
-            (_PIECE_END, "]"): _NEXT_OR_END,
-            (_NEXT_OR_END, ","): _ITEM,
-            (_NEXT_OR_END, "]"): "",
-        }
-        following = moves.get((self.expect, char))
+        following = _MOVES.get((self.expect, char))
         if following is None:
             return False
         if following == "":
