@@ -27,6 +27,15 @@ Each row also gives the steps' mean reward (the env's default, the Brier score n
 path must not change what the model writes (greedy runs of the same code differ by about 0.02, as
 thread timing decides which turns share a batch and bfloat16 near-ties resolve either way).
 The load average (``os.getloadavg``) is printed beside every row: the cores may be shared.
+
+Each played row also gives the **ideal round** of its own turns (``ideal steps/min``): after the study,
+in the same process, the model's forward alone runs one lockstep round shaped like the study's mean
+turn (as many rows as ``--concurrency``, each computing the mean computed prompt tokens of a turn on a
+cache of the mean cached tokens, then writing the mean new tokens; every row the same length, so no
+padding and no row idles, no env, no sampling, no Python between forwards but the loop). A path that
+batches perfectly and costs nothing around the forward pass would reach that rate; it bounds what any
+scheduling can give on this machine for these episodes, model and dtype. Computed and cached tokens
+come from the batcher's own counts (``GenerationBatcher.stats``).
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ MODES = {
     "c32-fp32-labels": ("tree", 32, "float32"),  # decoded with the evidence-label constraint
     "main-c32-bf16": ("baseline", 32, "bfloat16"),
     "reference-b32-bf16": ("reference", 32, "bfloat16"),
+    "reference-b32-fp32": ("reference", 32, "float32"),  # the issue's float32 figure: 76 turns per minute
 }
 REFERENCE_PROMPT_TOKENS = 400  # issue 17's reference workload: 32 prompts of 400 tokens, 80 new tokens each
 REFERENCE_NEW_TOKENS = 80
@@ -136,6 +146,31 @@ def reference_child(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps(row), flush=True)
 
 
+def ideal_round(model: object, rows: int, cached: int, computed: int, new: int) -> float:
+    """Seconds the model's forward alone takes for one ideal lockstep round (no padding, no idle row, no env).
+
+    ``rows`` turns, each computing ``computed`` prompt tokens on a cache of ``cached`` tokens (made
+    outside the timer) and then writing ``new`` tokens, greedy: one forward for the prompt (which
+    gives the first new token) and ``new - 1`` one-token forwards. Token ids are random; the work of a
+    dense model does not depend on them.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    vocab = model.config.vocab_size  # type: ignore[attr-defined]
+    draw = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        cache = DynamicCache(config=model.config)  # type: ignore[attr-defined]
+        if cached:
+            model(torch.randint(0, vocab, (rows, cached), generator=draw), cache=cache, logits_to_keep=1)  # type: ignore[operator]
+        fresh = torch.randint(0, vocab, (rows, max(computed, 1)), generator=draw)
+        start = time.perf_counter()
+        logits = model(fresh, cache=cache, logits_to_keep=1).logits  # type: ignore[operator]
+        for _ in range(new - 1):
+            logits = model(logits[:, -1:].argmax(-1), cache=cache).logits  # type: ignore[operator]
+        return time.perf_counter() - start
+
+
 def child(args: argparse.Namespace) -> None:
     """One configuration in its own process: play the episodes, print one JSON line."""
     from forecast_dojo.agents.llm import TransformersAgent
@@ -156,7 +191,9 @@ def child(args: argparse.Namespace) -> None:
     if args.child.endswith("-labels"):  # forecast-dojo run --local-constrain-labels
         options["constrain_labels"] = True
     t0 = time.perf_counter()
-    TransformersAgent.from_pretrained(args.model, **options)  # load the model once, outside the timer
+    loaded = TransformersAgent.from_pretrained(
+        args.model, **options
+    )  # load the model once, outside the timer
     extra: dict = {"prompt": args.prompt} if args.prompt else {}
     budgets = {"max_tool_calls": args.max_tool_calls} if args.max_tool_calls else {}
     if "split" in {f.name for f in dataclasses.fields(DojoSpec)}:  # newer trees hold one split per env
@@ -185,8 +222,10 @@ def child(args: argparse.Namespace) -> None:
     steps_file = log_dir(Path(args.out), "smollm2", "none") / "steps.jsonl"
     t0 = time.perf_counter()
 
-    def report(partial: bool) -> None:
-        wall = time.perf_counter() - t0
+    def report(partial: bool, end: tuple[float, float] | None = None) -> None:
+        """Print the row; ``end``: the study's end time and load, when work followed it."""
+        finished, load_after = end or (time.perf_counter(), os.getloadavg()[0])
+        wall = finished - t0
         lines = steps_file.read_text().splitlines(keepends=True) if steps_file.exists() else []
         records = [json.loads(line) for line in lines if line.endswith("\n")]  # complete records
         turns = sum(r["budgets"]["turns_used"] for r in records)
@@ -205,11 +244,13 @@ def child(args: argparse.Namespace) -> None:
             "steps_per_min": 60 * len(records) / wall,
             "turns_per_min": 60 * turns / wall,
             "load_before": load,
-            "load_after": os.getloadavg()[0],
+            "load_after": load_after,
             "stopped_at_time_limit": partial,
+            **extra_row,
         }
         print("RESULT " + json.dumps(row), flush=True)
 
+    extra_row: dict = {}
     if args.time_limit:  # report the steps done so far and stop: rates over the first time_limit seconds
 
         def stop() -> None:
@@ -226,7 +267,22 @@ def child(args: argparse.Namespace) -> None:
         concurrency=concurrency,
         progress=False,
     )
-    report(False)
+    end = (time.perf_counter(), os.getloadavg()[0])
+    if code == "tree":  # the ideal round of the study's mean turn (module docstring)
+        stats = loaded.batcher.stats
+        turns = max(sum(stats.batch_sizes), 1)
+        shape = {
+            "cached": round(stats.reused_tokens / turns),
+            "computed": round((stats.prompt_tokens - stats.reused_tokens) / turns),
+            "new": max(round(stats.generated_tokens / turns), 1),
+        }
+        steps = sum(1 for line in steps_file.read_text().splitlines() if line.strip())
+        round_s = ideal_round(loaded.model, concurrency, **shape)
+        ideal = {"turn": shape, "round_s": round_s, "model_turns": turns}
+        ideal["turns_per_min"] = 60 * concurrency / round_s
+        ideal["steps_per_min"] = ideal["turns_per_min"] * steps / turns if steps else None
+        extra_row["ideal"] = ideal
+    report(False, end)
     os._exit(0)  # the time-limit timer may still be pending
 
 
@@ -336,9 +392,9 @@ def main() -> None:
     print(
         "| mode | episodes | steps | turns | valid | mean reward (-Brier) | prompt tok/step | new tok/step | wall s "
         "| steps/min | turns/min "
-        f"| x {rows[0]['mode']} (steps) | x reference (turns) | load (before, after) |"
+        f"| x {rows[0]['mode']} (steps) | x reference (turns) | ideal steps/min | x ideal | load (before, after) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     if reference:
         print(
             f"(reference-*: no env and no episodes; its token columns are per turn, its steps/min half its turns/min; "
@@ -347,13 +403,24 @@ def main() -> None:
     for r in rows:
         steps = max(r["steps"], 1) if r["steps"] else max(r["turns"], 1)  # the reference: per turn
         versus_reference = f"{r['turns_per_min'] / reference:.2f}" if reference else "-"
+        ideal = (r.get("ideal") or {}).get("steps_per_min")
+        versus_ideal = f"{r['steps_per_min'] / ideal:.2f}" if ideal else "-"
         print(
             f"| {r['mode']} | {r['episodes']} | {r['steps']} | {r['turns']} | {r['valid']} "
             f"| {'-' if r.get('mean_reward') is None else format(r['mean_reward'], '.3f')} "
             f"| {r['prompt_tokens'] / steps:.0f} | {r['completion_tokens'] / steps:.0f} | {r['wall_s']:.0f} "
             f"| {r['steps_per_min']:.1f} | {r['turns_per_min']:.1f} | {r['steps_per_min'] / base if base else float('nan'):.1f} "
-            f"| {versus_reference} | {r['load_before']:.1f}, {r['load_after']:.1f} |"
+            f"| {versus_reference} | {'-' if not ideal else format(ideal, '.1f')} | {versus_ideal} "
+            f"| {r['load_before']:.1f}, {r['load_after']:.1f} |"
         )
+    for r in rows:
+        if r.get("ideal"):
+            turn = r["ideal"]["turn"]
+            print(
+                f"ideal round of {r['mode']}: {MODES[r['mode']][1]} rows x ({turn['computed']} computed prompt tokens "
+                f"on {turn['cached']} cached, then {turn['new']} new) in {r['ideal']['round_s']:.1f} s by the "
+                f"forward alone; {r['ideal']['model_turns']} model turns for {r['steps']} steps"
+            )
 
 
 if __name__ == "__main__":

@@ -80,16 +80,18 @@ def _decode_arguments(raw: Any) -> tuple[dict[str, Any] | None, str, str | None]
     return value, json.dumps(value, ensure_ascii=False), None  # the model's own key order, as it wrote it
 
 
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "constrained_tokens")
+"""The token counts of an action's ``usage`` that reach the step record (``constrained_tokens``: of the
+completion tokens, those a decoding constraint chose over the model's first choice; local constrained agents only)."""
+
+
 def _usage(raw: Any) -> dict[str, int]:
     if not isinstance(raw, dict):
         return {}
     return {
         k: int(v)
         for k, v in raw.items()
-        if k in ("prompt_tokens", "completion_tokens")
-        and isinstance(v, int)
-        and not isinstance(v, bool)
-        and 0 <= v < 2**53
+        if k in USAGE_KEYS and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53
     }
 
 

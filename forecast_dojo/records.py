@@ -33,6 +33,16 @@ Version 2 adds ``format_version``, ``rollout``, ``agent``, ``source`` and ``wall
 NON_DETERMINISTIC_FIELDS = ("wall_time_s",)
 
 
+def spent_tokens(tokens: Mapping[str, Any] | None) -> int:
+    """The tokens a step spent: its prompt plus completion tokens (0 for counts not reported).
+
+    A record's ``tokens`` may hold counts that are parts of these (``constrained_tokens``), so this,
+    not a sum over the dict, is the one reader of a step's cost.
+    """
+    tokens = tokens or {}
+    return int(tokens.get("prompt_tokens") or 0) + int(tokens.get("completion_tokens") or 0)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ToolCallRecord:
     """One tool call of a step as the log keeps it.
@@ -112,7 +122,11 @@ class StepRecord:
         outcome_index: Its index in ``outcomes``.
         market: The market's probabilities at or before the cutoff, or None.
         budgets: ``max_tool_calls``, ``max_turns``, ``tool_calls_used``, ``turns_used`` (None for references).
-        tokens: ``prompt_tokens`` and ``completion_tokens`` summed over the step's turns (None where unknown).
+        tokens: ``prompt_tokens`` and ``completion_tokens`` summed over the step's turns (None where unknown);
+            for an agent decoded under a constraint (``--local-constrain-labels``) also
+            ``constrained_tokens``: of the completion tokens, those the constraint chose over the
+            model's own first choice (0: the model's reply as it would have written it). Read the
+            tokens spent with :func:`spent_tokens`, never by summing the dict.
         n_visible: How many corpus documents were visible at the cutoff (None for references).
         wall_time_s: Seconds from the step's start to its end (the only non-deterministic field).
     """

@@ -226,7 +226,7 @@ class TurnEnv:
         parsed = parse_action(action, id_prefix=id_prefix)
         self._messages.append(parsed.message())
         for key, value in parsed.usage.items():
-            self._usage[key] = (self._usage[key] or 0) + value
+            self._usage[key] = (self._usage.get(key) or 0) + value
         return parsed
 
     def _run_calls(

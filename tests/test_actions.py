@@ -59,3 +59,24 @@ def test_dict_content_with_text_tool_calls_is_parsed():
 def test_parse_never_raises(value):
     parsed = parse_action(value)
     assert isinstance(parsed.content, str)
+
+
+def test_usage_keeps_the_logged_counts_and_drops_the_rest():
+    """``constrained_tokens`` reaches the record; other keys and bad values (bools, negatives, text) do not."""
+    parsed = parse_action(
+        {
+            "role": "assistant",
+            "content": "ok",
+            "usage": {
+                "prompt_tokens": 10,
+                "completion_tokens": True,
+                "constrained_tokens": 2,
+                "total_tokens": 12,
+                "reasoning_tokens": -1,
+            },
+        }
+    )
+    assert parsed.usage == {"prompt_tokens": 10, "constrained_tokens": 2}
+    assert (
+        parse_action({"role": "assistant", "content": "ok", "usage": {"constrained_tokens": "2"}}).usage == {}
+    )

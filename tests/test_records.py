@@ -162,3 +162,15 @@ def test_runner_rows_come_from_records(make_tiny_env):
     rows = [record_row(r, "uniform") for r in records]
     assert [r["step"] for r in rows] == [0, 1, 2, 3] and rows[0]["agent"] == "uniform"
     assert rows[0]["score_brier"] == records[0].scores["brier"] and rows[0]["memory"] == "none"
+
+
+def test_spent_tokens_is_prompt_plus_completion_whatever_else_the_record_counts():
+    """``constrained_tokens`` is a part of the completion, never added to a step's cost (one reader, everywhere)."""
+    from forecast_dojo.evaluation.metrics import tokens_of
+    from forecast_dojo.records import spent_tokens
+
+    tokens = {"prompt_tokens": 100, "completion_tokens": 40, "constrained_tokens": 3}
+    assert spent_tokens(tokens) == 140
+    assert spent_tokens({"prompt_tokens": None, "completion_tokens": None}) == 0
+    assert spent_tokens(None) == 0 and spent_tokens({}) == 0
+    assert tokens_of({"tokens": tokens}) == 140

@@ -51,6 +51,7 @@ class _Request:
     labels: tuple[str, ...] | None = None  # the outcome labels its evidence must name (constrained decoding)
     wake: threading.Event = field(default_factory=threading.Event)  # finished, or promoted to leader
     result: list[int] | None = None
+    constrained_tokens: int = 0  # of its new tokens, those the evidence-label constraint chose
     error: BaseException | None = None
 
     @property
@@ -64,6 +65,20 @@ class _Entry:
 
     ids: Any  # torch.LongTensor [len]
     layers: list[tuple[Any, Any]]
+
+
+@dataclass(frozen=True)
+class GeneratedTurn:
+    """One request's reply: its new tokens, and how many of them the evidence-label constraint chose.
+
+    ``constrained_tokens`` counts the positions where the constraint
+    (:class:`~forecast_dojo.agents.constrained.EvidenceLabelsProcessor`) kept a token other than the
+    model's own first choice: 0 for a request without labels, and for one the constraint never had to
+    correct.
+    """
+
+    tokens: list[int]
+    constrained_tokens: int = 0
 
 
 @dataclass
@@ -201,7 +216,18 @@ class GenerationBatcher:
         labels: Sequence[str] | None = None,
         **options: Any,
     ) -> list[int]:
-        """The new tokens for one prompt (up to and including its stop).
+        """The new tokens for one prompt (up to and including its stop): :meth:`generate_turn`'s tokens."""
+        return self.generate_turn(ids, session=session, labels=labels, **options).tokens
+
+    def generate_turn(
+        self,
+        ids: list[int],
+        *,
+        session: int | None = None,
+        labels: Sequence[str] | None = None,
+        **options: Any,
+    ) -> GeneratedTurn:
+        """The reply to one prompt: its new tokens (up to and including its stop) and the constraint's count.
 
         Args:
             ids: the prompt's token ids.
@@ -213,7 +239,8 @@ class GenerationBatcher:
                 requests are batched only with requests of the same options.
 
         Returns:
-            The generated token ids.
+            The generated token ids, and how many of them the evidence-label constraint chose over
+            the model's first choice.
         """
         request = _Request(
             list(ids), tuple(sorted(options.items())), session, tuple(labels) if labels else None
@@ -237,7 +264,7 @@ class GenerationBatcher:
         if request.error is not None:
             raise request.error
         assert request.result is not None
-        return request.result
+        return GeneratedTurn(request.result, request.constrained_tokens)
 
     def _gather(self) -> None:
         """Wait (holding the lock's condition) until the round's requests are in, or none came for ``wait_s``.
@@ -382,6 +409,8 @@ class GenerationBatcher:
         self.stats.generated_tokens += sum(len(r) for r in results)
         if constraint is not None:
             self.stats.constrained_tokens += sum(constraint.changed)
+            for request, changed in zip(batch, constraint.changed, strict=True):
+                request.constrained_tokens = changed
         new_cache = getattr(output, "cache", None) if self.reuse_prefix else None
         if new_cache is not None:
             self._keep(batch, results, attention_mask, total, new_cache)

@@ -40,6 +40,8 @@ class TransformersAgent(ConversationAgent):
     With ``constrain_labels=True`` a ``submit_forecast`` call's ``evidence`` is kept well-formed and its
     labels among the question's outcomes (:mod:`forecast_dojo.agents.constrained`); the rest of the
     reply is the model's own. Off by default: the model alone is what an evaluation measures unless asked.
+    A constrained agent's ``usage`` also carries ``constrained_tokens`` (the tokens the constraint chose
+    over the model's first choice), summed per step into the record's ``tokens``.
     """
 
     def __init__(
@@ -107,13 +109,12 @@ class TransformersAgent(ConversationAgent):
         if self.do_sample:
             options["temperature"] = self.temperature
         labels = observation["outcomes"] if self.constrain_labels else None  # free-form: none to keep to
-        new_tokens = self.batcher.generate(ids[0].tolist(), session=self.session, labels=labels, **options)
-        text = self.tokenizer.decode(new_tokens, skip_special_tokens=True).strip()
-        return {
-            "role": "assistant",
-            "content": text,
-            "usage": {"prompt_tokens": int(ids.shape[1]), "completion_tokens": len(new_tokens)},
-        }
+        turn = self.batcher.generate_turn(ids[0].tolist(), session=self.session, labels=labels, **options)
+        text = self.tokenizer.decode(turn.tokens, skip_special_tokens=True).strip()
+        usage = {"prompt_tokens": int(ids.shape[1]), "completion_tokens": len(turn.tokens)}
+        if self.constrain_labels:  # the step record says how often the constraint overrode the model
+            usage["constrained_tokens"] = turn.constrained_tokens
+        return {"role": "assistant", "content": text, "usage": usage}
 
 
 def smollm2_path() -> Path:

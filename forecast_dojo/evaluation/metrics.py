@@ -46,6 +46,7 @@ import numpy as np
 
 from forecast_dojo.errors import DataError
 from forecast_dojo.events.relevance import salient_terms
+from forecast_dojo.records import spent_tokens
 
 # The per-forecast losses are forecast_dojo.scoring's (one definition); re-exported here for callers of metrics.
 from forecast_dojo.scoring import LOG_FLOOR as LOG_FLOOR
@@ -361,9 +362,8 @@ def group_rows(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
 
 
 def tokens_of(row: Row) -> int:
-    """Prompt plus completion tokens of a row (0 when not reported)."""
-    tokens = row.get("tokens") or {}
-    return int(tokens.get("prompt_tokens") or 0) + int(tokens.get("completion_tokens") or 0)
+    """Prompt plus completion tokens of a row (0 when not reported): :func:`~forecast_dojo.records.spent_tokens`."""
+    return spent_tokens(row.get("tokens"))
 
 
 def tool_calls_of(row: Row) -> int:
@@ -384,7 +384,9 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
         ece; failure rates (``failure_<flag>``, ``failure_any``); mean tool calls, tokens and wall
         time per step; and where known ``regret``, ``vs_market`` and ``info_alpha`` (with the number of
         steps they cover, ``market_steps``) and the evidence metrics of :data:`EVIDENCE_METRICS`
-        (each with ``*_ci`` and ``*_steps``, the steps where it is defined).
+        (each with ``*_ci`` and ``*_steps``, the steps where it is defined); for an agent decoded under
+        the evidence-label constraint, ``constrained_steps``: its steps where the constraint chose
+        at least one token over the model's first choice.
     """
     metrics = [step_metrics(r) for r in rows]
     line: dict[str, Any] = {
@@ -432,6 +434,9 @@ def summarize_group(rows: Sequence[Row], *, n_boot: int = 1000, seed: int = 0) -
         line[f"failure_{flag}"] = sum(flag in (r.get("flags") or []) for r in rows) / len(rows)
     line["failure_any"] = sum(bool(r.get("flags")) for r in rows) / len(rows)
     line["tool_calls"] = event_mean(_by_event(rows, tool_calls_of))
+    constrained = [r for r in rows if "constrained_tokens" in (r.get("tokens") or {})]
+    if constrained:  # decoded under the evidence-label constraint: how often it overrode the model
+        line["constrained_steps"] = sum(bool(r["tokens"]["constrained_tokens"]) for r in constrained)
     line["tokens"] = event_mean(_by_event(rows, tokens_of))
     line["wall_s"] = event_mean(_by_event(rows, lambda r: r.get("wall_s")))
     return line

@@ -347,6 +347,14 @@ def _markdown(report: dict[str, Any], runs: Sequence[Path], figures: Sequence[st
         ]
     if not report.get("tokens_logged", True):
         lines += ["", "No step logged token counts (the tokens column is 0)."]
+    for t in report["table"]:
+        if "constrained_steps" in t:
+            lines += [
+                "",
+                f"{t['agent']} ({t['memory']}) was decoded under the evidence-label constraint: in "
+                f"{t['constrained_steps']} of its {t['steps']} steps it chose at least one token over the "
+                "model's own first choice.",
+            ]
     if report.get("notebook_controls"):
         lines += _control_lines(report["notebook_controls"])
     shown, folded = fold_comparisons(report["comparisons"], tokens_logged=report.get("tokens_logged", True))

@@ -19,7 +19,7 @@ from typing import Any
 
 from forecast_dojo.agents.base import Agent
 from forecast_dojo.evaluation.metrics import event_bootstrap
-from forecast_dojo.records import StepRecord
+from forecast_dojo.records import StepRecord, spent_tokens
 
 Table = Mapping[str, Mapping[str, float]]
 
@@ -48,7 +48,7 @@ def tables_from_records(records: Sequence[StepRecord]) -> dict[str, dict[str, di
         out["covered"][r.event_id][day] = 1.0 if r.valid else 0.0
         out["updated"][r.event_id][day] = 1.0 if "updated" in r.flags else 0.0
         out["tool_calls"][r.event_id][day] = float((r.budgets or {}).get("tool_calls_used", 0))
-        out["tokens"][r.event_id][day] = float(sum(v or 0 for v in (r.tokens or {}).values()))
+        out["tokens"][r.event_id][day] = float(spent_tokens(r.tokens))
     return {name: dict(table) for name, table in out.items()}
 
 
@@ -341,7 +341,7 @@ def _pair_rows(records: Sequence[StepRecord], agent: str, memory: str) -> list[d
             "skill": float(r.scores["free_form"]),
             "accuracy": float(r.scores["accuracy"]),
             "tool_calls": float((r.budgets or {}).get("tool_calls_used", 0)),
-            "tokens": float(sum(v or 0 for v in (r.tokens or {}).values())),
+            "tokens": float(spent_tokens(r.tokens)),
         }
         for r in records
     ]

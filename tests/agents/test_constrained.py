@@ -168,13 +168,9 @@ class _Steer:
         return scores
 
 
-@pytest.mark.parametrize("constrain", [False, True])
-def test_an_agent_with_constrained_labels_submits_a_valid_forecast(make_tiny_env, tokenizer, constrain):
-    """Through the env: a model set on a non-outcome label is refused, unless its labels are constrained."""
+def _steered_llama(tokenizer):
+    """A tiny random Llama whose every reply is a ``submit_forecast`` call naming ``Thasbran Dynamics``."""
     from transformers import LogitsProcessorList
-
-    from forecast_dojo.agents.llm import TransformersAgent
-    from forecast_dojo.prompts import Budgets
 
     steer = _Steer(
         tokenizer,
@@ -191,6 +187,16 @@ def test_an_agent_with_constrained_labels_submits_a_valid_forecast(make_tiny_env
 
     model = tiny_llama(len(tokenizer), pad_token_id=None).eval()
     model.__class__ = SteeredLlama
+    return model
+
+
+@pytest.mark.parametrize("constrain", [False, True])
+def test_an_agent_with_constrained_labels_submits_a_valid_forecast(make_tiny_env, tokenizer, constrain):
+    """Through the env: a model set on a non-outcome label is refused, unless its labels are constrained."""
+    from forecast_dojo.agents.llm import TransformersAgent
+    from forecast_dojo.prompts import Budgets
+
+    model = _steered_llama(tokenizer)
     env = make_tiny_env(budgets=Budgets(max_tool_calls=2, max_turns=2))
     agent = TransformersAgent(model, tokenizer, max_new_tokens=40, constrain_labels=constrain)
     observation, _ = env.reset("mayor")
@@ -199,11 +205,47 @@ def test_an_agent_with_constrained_labels_submits_a_valid_forecast(make_tiny_env
     env.close()
     call = json.loads(action["content"].split("<tool_call>")[1].split("</tool_call>")[0])
     label = call["arguments"]["evidence"][0][0]
+    tokens = info["record"].tokens
     if constrain:
         assert label in OUTCOMES and call["arguments"]["evidence"][0][1] == 2.0
         assert agent.batcher.stats.constrained_tokens > 0
         assert info["valid"] and not info["record"].forecast_error
+        # the step record says how many of the step's tokens the constraint chose, and they were counted
+        assert tokens["constrained_tokens"] == action["usage"]["constrained_tokens"]
+        assert 0 < tokens["constrained_tokens"] <= tokens["completion_tokens"]
+        assert tokens["constrained_tokens"] == agent.batcher.stats.constrained_tokens  # the one turn
     else:
         assert label == "Thasbran Dynamics"
         assert agent.batcher.stats.constrained_tokens == 0
         assert not info["valid"] and "Thasbran Dynamics" in info["record"].forecast_error
+        assert "constrained_tokens" not in tokens  # a plain agent's records are as before
+
+
+def test_each_request_gets_its_own_count_of_constrained_tokens(tokenizer):
+    """Two rows of one batch: the steered row's reply was corrected, the free row's count is 0."""
+    import threading
+
+    from forecast_dojo.agents.llm import generation_batcher
+
+    model = _steered_llama(tokenizer)
+    batcher = generation_batcher(model, tokenizer, max_batch=2, wait_s=5.0, start_wait_s=0.0)
+    prompt = tokenizer("<|im_start|>user\nWill it rain?<|im_end|>\n<|im_start|>assistant\n")["input_ids"]
+    turns = {}
+
+    def ask(name, labels):
+        turns[name] = batcher.generate_turn(prompt, labels=labels, max_new_tokens=40, do_sample=False)
+
+    threads = [
+        threading.Thread(target=ask, args=("free", None)),
+        threading.Thread(target=ask, args=("kept", OUTCOMES)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert batcher.stats.batch_sizes == [2]  # one batch held both rows
+    assert turns["free"].constrained_tokens == 0
+    assert "Thasbran Dynamics" in tokenizer.decode(turns["free"].tokens)
+    assert turns["kept"].constrained_tokens > 0
+    assert turns["kept"].constrained_tokens == batcher.stats.constrained_tokens
+    assert batcher.generate(prompt, max_new_tokens=40, do_sample=False) == turns["free"].tokens

@@ -117,6 +117,30 @@ def test_headline_table_compares_conditions_on_matched_steps(tmp_path):
     assert "## Every forecaster on all its own steps" in text
 
 
+def test_a_constrained_agents_interventions_are_counted_and_said(tmp_path):
+    """Steps whose reply the evidence-label constraint changed are counted per forecaster and named in the report."""
+    rows = []
+    for i in range(3):
+        for step in range(2):
+            changed = 2 if (i, step) in {(0, 0), (2, 1)} else 0
+            constrained = row("m-labels", "none", f"e{i}", step, [0.6, 0.4])
+            constrained["tokens"] = {
+                "prompt_tokens": 90,
+                "completion_tokens": 30,
+                "constrained_tokens": changed,
+            }
+            plain = row("m", "none", f"e{i}", step, [0.6, 0.4])
+            plain["tokens"] = {"prompt_tokens": 90, "completion_tokens": 30}
+            rows += [constrained, plain]
+    report = build_report(rows)
+    table = {t["agent"]: t for t in report["table"]}
+    assert table["m-labels"]["constrained_steps"] == 2 and "constrained_steps" not in table["m"]
+    assert table["m-labels"]["tokens"] == table["m"]["tokens"] == 120  # counted once, not added
+    text = markdown(report, tmp_path)
+    assert "m-labels (none) was decoded under the evidence-label constraint: in 2 of its 6 steps" in text
+    assert "m (none) was decoded" not in text
+
+
 def test_matching_leaves_equal_or_disjoint_conditions_alone():
     same = [row(a, "none", "e0", s, [0.5, 0.5]) for a in ("a", "b") for s in range(3)]
     rows, info = matched_steps(same)
