@@ -191,9 +191,8 @@ def child(args: argparse.Namespace) -> None:
     if args.child.endswith("-labels"):  # forecast-dojo run --local-constrain-labels
         options["constrain_labels"] = True
     t0 = time.perf_counter()
-    loaded = TransformersAgent.from_pretrained(
-        args.model, **options
-    )  # load the model once, outside the timer
+    # load the model once, outside the timer (its batcher's counts shape the ideal round below)
+    loaded = TransformersAgent.from_pretrained(args.model, **options)
     extra: dict = {"prompt": args.prompt} if args.prompt else {}
     budgets = {"max_tool_calls": args.max_tool_calls} if args.max_tool_calls else {}
     if "split" in {f.name for f in dataclasses.fields(DojoSpec)}:  # newer trees hold one split per env
