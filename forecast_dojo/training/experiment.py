@@ -589,8 +589,8 @@ def summarize(args: ExperimentArguments, layout: Layout) -> dict[str, Any]:
         models["grpo"] = str(layout.grpo_model)
     played = _played_agents(layout)
     out: dict[str, Any] = {}
+    present = {metrics.forecaster(row)[0] for row in rows}  # the agent labels the logs hold
     for key, model in models.items():
-        present = {metrics.forecaster(row)[0] for row in rows}
         agent = played.get(key) or _label(model, present, constrained=args.eval_constrain_labels)
         per_mode = {mode: _model_numbers(rows, (agent, mode)) for mode in MODES}
         entry = dict(per_mode["none"])  # the headline: memory-free
